@@ -1,0 +1,47 @@
+"""fdpcore: differentially private release of functional summaries on a grid.
+
+The library of fdp, usable without Prefect. Math modules are pure (numpy, scipy,
+OpenDP for sampling); I/O lives in :mod:`fdpcore.io` and the budget ledger in
+:mod:`fdpcore.ledger`. The specification is MATH.md; formula ids are listed in
+:mod:`fdpcore.formulas`.
+"""
+
+from fdpcore.eigen import Eigenbasis, weighted_eigenbasis
+from fdpcore.errors import (
+    BudgetExceededError,
+    ConfigError,
+    DataError,
+    DomainError,
+    FdpError,
+    InternalError,
+    PrivacyParameterError,
+)
+from fdpcore.grids import Grid, grid_from_nodes, midpoint_grid
+from fdpcore.kernels import kernel_matrix, kernel_spec
+from fdpcore.preprocess import align_long, clip_l2
+from fdpcore.release import MeanPlan, MeanRelease, plan_mean_release, release_mean
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BudgetExceededError",
+    "ConfigError",
+    "DataError",
+    "DomainError",
+    "Eigenbasis",
+    "FdpError",
+    "Grid",
+    "InternalError",
+    "MeanPlan",
+    "MeanRelease",
+    "PrivacyParameterError",
+    "align_long",
+    "clip_l2",
+    "grid_from_nodes",
+    "kernel_matrix",
+    "kernel_spec",
+    "midpoint_grid",
+    "plan_mean_release",
+    "release_mean",
+    "weighted_eigenbasis",
+]

@@ -1,0 +1,73 @@
+"""Registry of formula ids: one formula, one function, one proof note.
+
+Manifests cite these ids (e.g. ``sensitivity.bound = "sensitivity.mean.iclp_qr.exact_l2@1"``)
+so that an auditor can go from a release to the code (``function``), the
+specification (``math``, a MATH.md section) and the proof note (``docs/proofs/<id>.md``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from fdpcore.errors import DomainError
+
+__all__ = ["FORMULAS", "Formula", "formula", "resolve"]
+
+
+@dataclass(frozen=True)
+class Formula:
+    """A registered formula: stable id, implementing function, MATH.md section, status."""
+
+    id: str
+    function: str
+    math: str
+    status: str  # EXACT | UPPER | PAPER | DEFINITION | RULE
+
+    @property
+    def proof_note(self) -> str:
+        """Path of the proof note relative to the repository root."""
+        return f"docs/proofs/{self.id}.md"
+
+
+_ENTRIES = [
+    Formula("grid.midpoint@1", "fdpcore.grids.midpoint_grid", "§1.1", "DEFINITION"),
+    Formula("grid.trapezoid@1", "fdpcore.grids.trapezoid_weights", "§1.1", "DEFINITION"),
+    Formula("eigen.weighted_kl@1", "fdpcore.eigen.weighted_eigenbasis", "§1.3-1.4", "DEFINITION"),
+    Formula("preprocess.align_linear@1", "fdpcore.preprocess.align_long", "§1.7", "RULE"),
+    Formula("preprocess.clip_l2@1", "fdpcore.preprocess.clip_l2", "§1.7", "DEFINITION"),
+    Formula("estimator.mean.iclp_qr@1", "fdpcore.estimators.iclp_qr_mean_coefficients", "§4.3", "DEFINITION"),
+    Formula("sensitivity.mean.iclp_qr.exact_l2@1", "fdpcore.sensitivity.iclp_qr_sensitivity", "§4.3", "EXACT"),
+    Formula("sensitivity.mean.iclp_qr.paper_l1@1", "fdpcore.sensitivity.iclp_qr_paper_sensitivity", "§4.3", "PAPER"),
+    Formula("calibration.iclp.laplace_whitened@1", "fdpcore.mechanisms.calibrate_iclp", "§3.3", "EXACT"),
+    Formula("noise.iclp.expected_sq_l2@1", "fdpcore.mechanisms.iclp_expected_sq_error", "§3.5", "EXACT"),
+    *(
+        Formula(f"tuning.pss.iclp_qr.{rule}@1", "fdpcore.tuning.pss_iclp_qr", "§5.1", "RULE")
+        for rule in ("exact_balanced", "exact_free", "paper_balanced", "paper_free")
+    ),
+    Formula("accounting.pure.sequential@1", "fdpcore.accounting.compose_pure", "§12.1", "EXACT"),
+]
+
+#: All registered formulas by id.
+FORMULAS: dict[str, Formula] = {f.id: f for f in _ENTRIES}
+
+
+def formula(formula_id: str) -> Formula:
+    """Look up a registered formula.
+
+    >>> formula("sensitivity.mean.iclp_qr.exact_l2@1").math
+    '§4.3'
+    """
+    try:
+        return FORMULAS[formula_id]
+    except KeyError:
+        raise DomainError(f"formula id ({formula_id!r}) is not registered") from None
+
+
+def resolve(formula_id: str) -> Callable[..., Any]:
+    """The function that implements ``formula_id``."""
+    module, _, name = formula(formula_id).function.rpartition(".")
+    fn: Callable[..., Any] = getattr(importlib.import_module(module), name)
+    return fn

@@ -1,0 +1,226 @@
+"""Record-wise preprocessing: grid alignment, one curve per privacy unit, clipping (MATH.md §1.7).
+
+Every map here acts on one record at a time with a definition that does not
+depend on the other records, so it is privacy-neutral. Data-dependent counts
+(unalignable units, clipped curves) are returned for the internal ledger only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from fdpcore import _validate
+from fdpcore._typing import ArrayLike, NDArrayFloat
+from fdpcore.errors import DomainError
+from fdpcore.grids import Grid
+
+__all__ = ["AlignedCurves", "align_long", "clip_l2", "rescale_long"]
+
+#: Relative tolerance for a unit's observed range to count as covering the grid ends.
+COVER_RTOL = 1e-9
+
+
+@dataclass(frozen=True, eq=False)
+class AlignedCurves:
+    """Curves on the release grid, one row per privacy unit.
+
+    Attributes:
+        data_matrix: ``n_samples x K`` values on the grid; an unalignable unit's row is 0.
+        n_samples: number of privacy units (public under replace-one adjacency).
+        n_unalignable: units that could not be aligned (internal only, never published).
+        n_rows_dropped: rows with a non-finite time or value (internal only).
+        n_duplicates_merged: repeated (unit, curve, t) rows averaged (internal only).
+    """
+
+    data_matrix: NDArrayFloat
+    n_samples: int
+    n_unalignable: int
+    n_rows_dropped: int
+    n_duplicates_merged: int
+
+
+def align_long(
+    units: ArrayLike,
+    times: ArrayLike,
+    values: ArrayLike,
+    grid: Grid,
+    curves: ArrayLike | None = None,
+) -> AlignedCurves:
+    """Align long-format observations ``(unit[, curve], t, value)`` onto ``grid``.
+
+    Rule (published in every manifest as ``alignment``):
+
+    * rows with a non-finite time or value are ignored;
+    * repeated ``(unit, curve, t)`` rows are averaged;
+    * a curve is aligned by linear interpolation at the grid points when it has at
+      least two distinct observation times and its observed range covers the first
+      and last grid point (no extrapolation); otherwise it is unalignable;
+    * a unit's record is the average of its aligned curves (one contribution per
+      privacy unit); a unit with no alignable curve contributes the zero curve, so
+      the number of records ``n`` stays the number of privacy units.
+
+    The work is vectorised over all units (no per-curve Python loop).
+
+    >>> from fdpcore.grids import midpoint_grid
+    >>> a = align_long([1, 1, 2, 2], [0.0, 1.0, 0.0, 1.0], [0.0, 2.0, 1.0, 1.0], midpoint_grid(2))
+    >>> a.data_matrix.tolist()
+    [[0.5, 1.5], [1.0, 1.0]]
+    """
+    u = np.asarray(units)
+    t = np.asarray(times, dtype=np.float64)
+    v = np.asarray(values, dtype=np.float64)
+    if not (u.shape == t.shape == v.shape) or u.ndim != 1:
+        raise DomainError("units, times and values must be 1-D arrays of the same length")
+    unit_codes, unit_index = pd.factorize(u, sort=True)
+    n_units = int(unit_index.shape[0])
+    if n_units == 0:
+        raise DomainError("no privacy units: the input has zero rows")
+    if curves is None:
+        curve_codes = np.zeros_like(unit_codes)
+    else:
+        c = np.asarray(curves)
+        if c.shape != u.shape:
+            raise DomainError("curves must have the same length as units")
+        curve_codes, _ = pd.factorize(c, sort=True)
+    finite = np.isfinite(t) & np.isfinite(v)
+    n_dropped = int((~finite).sum())
+    frame = pd.DataFrame({"u": unit_codes[finite], "c": curve_codes[finite], "t": t[finite], "v": v[finite]})
+    n_before = len(frame)
+    frame = frame.groupby(["u", "c", "t"], sort=True, as_index=False)["v"].mean()
+    n_merged = n_before - len(frame)
+    # one segment per (unit, curve); frame is sorted by (u, c, t)
+    seg_key = frame["u"].to_numpy() * (int(curve_codes.max(initial=0)) + 1) + frame["c"].to_numpy()
+    seg_start = np.flatnonzero(np.r_[True, seg_key[1:] != seg_key[:-1]]) if len(frame) else np.zeros(0, int)
+    seg_end = np.r_[seg_start[1:], len(frame)].astype(np.int64)
+    tt = frame["t"].to_numpy()
+    vv = frame["v"].to_numpy()
+    g = grid.grid_points
+    tol = COVER_RTOL * (grid.domain_range[1] - grid.domain_range[0])
+    count = seg_end - seg_start
+    ok = count >= 2
+    tmin = tt[seg_start] if len(frame) else np.zeros(0)
+    tmax = tt[np.maximum(seg_end - 1, 0)] if len(frame) else np.zeros(0)
+    ok &= (tmin <= g[0] + tol) & (tmax >= g[-1] - tol)
+    seg_unit = frame["u"].to_numpy()[seg_start] if len(frame) else np.zeros(0, int)
+    good = np.flatnonzero(ok)
+    k = g.shape[0]
+    aligned = np.zeros((good.shape[0], k))
+    if good.shape[0]:
+        # For each (good segment, grid point) find the bracketing observations with one
+        # vectorised searchsorted on a per-segment offset time axis.
+        lo, hi = seg_start[good], seg_end[good]
+        q = np.clip(g[None, :], tmin[good][:, None], tmax[good][:, None])  # (S, K)
+        # rank of each query inside its segment: count of segment times <= q
+        idx = _segment_searchsorted(tt, lo, hi, q)
+        left = np.clip(idx - 1, lo[:, None], hi[:, None] - 2)
+        right = left + 1
+        t0, t1 = tt[left], tt[right]
+        w1 = (q - t0) / (t1 - t0)
+        aligned = vv[left] * (1.0 - w1) + vv[right] * w1
+    data = np.zeros((n_units, k))
+    counts = np.zeros(n_units)
+    if good.shape[0]:
+        np.add.at(data, seg_unit[good], aligned)
+        np.add.at(counts, seg_unit[good], 1.0)
+    has = counts > 0
+    data[has] /= counts[has, None]
+    return AlignedCurves(data, n_units, int((~has).sum()), n_dropped, int(n_merged))
+
+
+def _segment_searchsorted(tt: NDArrayFloat, lo: NDArrayFloat, hi: NDArrayFloat, q: NDArrayFloat) -> NDArrayFloat:
+    """``lo + searchsorted(tt[lo:hi], q, side='right')`` for every segment at once.
+
+    Segments are shifted onto disjoint intervals of one increasing axis; the shift is
+    an integer multiple of a span that exceeds every segment's range, and ties are
+    resolved by comparing within the segment, so floating-point offsets cannot mix
+    segments.
+    """
+    n_seg = lo.shape[0]
+    seg_of_obs = np.repeat(np.arange(n_seg), hi - lo)
+    obs_idx = _ranges(lo, hi)
+    # order by (segment, time) with queries after observations at equal time (side='right')
+    q_seg = np.repeat(np.arange(n_seg), q.shape[1])
+    all_seg = np.concatenate([seg_of_obs, q_seg])
+    all_t = np.concatenate([tt[obs_idx], q.ravel()])
+    is_q = np.concatenate([np.zeros(obs_idx.shape[0], np.int8), np.ones(q_seg.shape[0], np.int8)])
+    order = np.lexsort((is_q, all_t, all_seg))
+    # running count of observations seen in sorted order
+    obs_seen = np.cumsum(is_q[order] == 0)
+    pos = np.empty_like(order)
+    pos[order] = np.arange(order.shape[0])
+    q_pos = pos[obs_idx.shape[0]:]
+    # observations before this query in its own segment = obs_seen - observations of earlier segments
+    before_seg = np.r_[0, np.cumsum(hi - lo)][q_seg]
+    rank = obs_seen[q_pos] - before_seg
+    return (np.repeat(lo, q.shape[1]) + rank).reshape(q.shape)
+
+
+def _ranges(lo: NDArrayFloat, hi: NDArrayFloat) -> NDArrayFloat:
+    """Concatenation of ``arange(lo[i], hi[i])`` without a Python loop."""
+    lengths = hi - lo
+    total = int(lengths.sum())
+    starts = np.repeat(lo - np.r_[0, np.cumsum(lengths)[:-1]], lengths)
+    return np.arange(total) + starts
+
+
+def clip_l2(data_matrix: ArrayLike, weights: ArrayLike, tau: float) -> tuple[NDArrayFloat, int]:
+    """Record-wise L2 clipping ``X_i <- X_i min(1, tau/||X_i||_W)`` (MATH.md §1.7).
+
+    Returns the clipped curves and the number of clipped records (internal only).
+
+    .. math:: X_i \\leftarrow X_i\\cdot\\min\\{1,\\ \\tau/\\lVert X_i\\rVert_W\\}
+
+    >>> x, k = clip_l2([[3.0, 4.0], [0.3, 0.4]], [1.0, 1.0], 1.0)
+    >>> x.round(6).tolist(), k
+    ([[0.6, 0.8], [0.3, 0.4]], 1)
+    """
+    tau = _validate.positive_finite("tau", tau)
+    x = _validate.finite_matrix("data_matrix", data_matrix)
+    w = np.asarray(weights, dtype=np.float64)
+    norms = np.sqrt(np.einsum("ik,k,ik->i", x, w, x))
+    over = norms > tau
+    factor = np.ones_like(norms)
+    factor[over] = tau / norms[over]
+    out = x * factor[:, None]
+    # rounding can leave a clipped norm a few ulps above tau; shrink by one ulp until it holds
+    out_norms = np.sqrt(np.einsum("ik,k,ik->i", out, w, out))
+    bad = out_norms > tau
+    while np.any(bad):
+        out[bad] = out[bad] * (1.0 - 4 * np.finfo(float).eps)
+        out_norms = np.sqrt(np.einsum("ik,k,ik->i", out, w, out))
+        bad = out_norms > tau
+    return out, int(over.sum())
+
+
+def rescale_long(
+    times: ArrayLike,
+    values: ArrayLike,
+    *,
+    time_domain: tuple[float, float],
+    grid_domain: tuple[float, float],
+    value_offset: float = 0.0,
+    value_scale: float = 1.0,
+) -> tuple[NDArrayFloat, NDArrayFloat, int]:
+    """Public affine maps: time ``[a, b] -> grid domain``, value ``(v - offset) / scale``.
+
+    Rows whose time lies outside the public ``time_domain`` get a NaN time (they are
+    then ignored by :func:`align_long`); their count is returned for the internal
+    ledger only. Both maps are record-wise and data-independent (MATH.md §1.7).
+
+    >>> t, v, k = rescale_long([0.5, 48.5, 49.0], [1500.0, 2500.0, 0.0], time_domain=(0.5, 48.5),
+    ...                        grid_domain=(0.0, 1.0), value_offset=1500.0, value_scale=1000.0)
+    >>> t.tolist()[:2], v.tolist(), k
+    ([0.0, 1.0], [0.0, 1.0, -1.5], 1)
+    """
+    a, b = float(time_domain[0]), float(time_domain[1])
+    c, d = float(grid_domain[0]), float(grid_domain[1])
+    scale = _validate.positive_finite("value_scale", value_scale, privacy=False)
+    t = np.asarray(times, dtype=np.float64)
+    outside = (t < a) | (t > b)
+    mapped = c + (t - a) * ((d - c) / (b - a))
+    mapped = np.where(outside, np.nan, np.clip(mapped, c, d))
+    v = (np.asarray(values, dtype=np.float64) - float(value_offset)) / scale
+    return mapped, v, int(outside.sum())
