@@ -1,0 +1,1 @@
+"""Shipped example configs and data (used by `fdp demo`)."""

@@ -13,7 +13,7 @@ import numpy as np
 from fdpcore._typing import ArrayLike, NDArrayFloat
 from fdpcore.errors import DomainError
 
-__all__ = ["Grid", "grid_from_nodes", "midpoint_grid", "trapezoid_weights"]
+__all__ = ["Grid", "grid_from_nodes", "make_grid", "midpoint_grid", "trapezoid_weights"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -121,3 +121,22 @@ def _check_domain(domain_range: tuple[float, float]) -> tuple[float, float]:
     if not (np.isfinite(a) and np.isfinite(b) and a < b):
         raise DomainError(f"domain_range ({domain_range!r}) must satisfy a < b, both finite")
     return a, b
+
+
+def make_grid(
+    rule: str, *, size: int | None = None, points: ArrayLike | None = None, domain_range: tuple[float, float] = (0.0, 1.0)
+) -> Grid:
+    """Build a grid from its config form: ``midpoint`` with ``size``, or ``trapezoid`` with ``points``.
+
+    >>> make_grid("midpoint", size=4).size
+    4
+    """
+    if rule == "midpoint":
+        if size is None:
+            raise DomainError("grid.size is required for the midpoint rule")
+        return midpoint_grid(size, domain_range)
+    if rule == "trapezoid":
+        if points is None:
+            raise DomainError("grid.points is required for the trapezoid rule")
+        return grid_from_nodes(points, domain_range)
+    raise DomainError(f"grid.rule ({rule!r}) must be 'midpoint' or 'trapezoid'")

@@ -17,7 +17,7 @@ from fdpcore._typing import ArrayLike, NDArrayFloat
 from fdpcore.errors import DomainError
 from fdpcore.grids import Grid
 
-__all__ = ["AlignedCurves", "align_long", "clip_l2", "rescale_long"]
+__all__ = ["AlignedCurves", "align_long", "clip_l2", "rescale_long", "to_source_units"]
 
 #: Relative tolerance for a unit's observed range to count as covering the grid ends.
 COVER_RTOL = 1e-9
@@ -224,3 +224,27 @@ def rescale_long(
     mapped = np.where(outside, np.nan, np.clip(mapped, c, d))
     v = (np.asarray(values, dtype=np.float64) - float(value_offset)) / scale
     return mapped, v, int(outside.sum())
+
+
+def to_source_units(
+    grid_values: ArrayLike,
+    grid_points: ArrayLike,
+    *,
+    time_domain: tuple[float, float],
+    grid_domain: tuple[float, float],
+    value_offset: float = 0.0,
+    value_scale: float = 1.0,
+) -> tuple[NDArrayFloat, NDArrayFloat]:
+    """Inverse of :func:`rescale_long` for published curves (post-processing).
+
+    >>> t, v = to_source_units([0.0, 1.0], [0.0, 1.0], time_domain=(0.5, 48.5), grid_domain=(0.0, 1.0),
+    ...                        value_offset=1500.0, value_scale=1000.0)
+    >>> t.tolist(), v.tolist()
+    ([0.5, 48.5], [1500.0, 2500.0])
+    """
+    a, b = float(time_domain[0]), float(time_domain[1])
+    c, d = float(grid_domain[0]), float(grid_domain[1])
+    g = np.asarray(grid_points, dtype=np.float64)
+    t = a + (g - c) * ((b - a) / (d - c))
+    v = np.asarray(grid_values, dtype=np.float64) * float(value_scale) + float(value_offset)
+    return t, v

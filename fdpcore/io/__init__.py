@@ -1,6 +1,6 @@
 """Readers and writers (side effects live here, never in the math modules)."""
 
-from fdpcore.io.tables import LongTable, read_long_table, write_release_table
+from fdpcore.io.tables import LongTable, read_long_table
 from fdpcore.io.files import sha256_file, write_json_atomic
 
-__all__ = ["LongTable", "read_long_table", "sha256_file", "write_json_atomic", "write_release_table"]
+__all__ = ["LongTable", "read_long_table", "sha256_file", "write_json_atomic"]

@@ -14,9 +14,8 @@ import pyarrow.parquet as pq
 
 from fdpcore._typing import AnyArray, NDArrayFloat
 from fdpcore.errors import DataError
-from fdpcore.io.files import write_bytes_atomic
 
-__all__ = ["LongTable", "read_long_table", "write_release_table"]
+__all__ = ["LongTable", "read_long_table"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -104,12 +103,3 @@ def _numeric(col: pd.Series, fname: str, name: str) -> NDArrayFloat:
         row = int(np.flatnonzero(bad)[0])
         raise DataError(f"{fname}: column {name!r} has a non-numeric entry at row {row + 1}; it must be numeric")
     return converted.to_numpy(dtype=np.float64, na_value=np.nan)
-
-
-def write_release_table(path: str | Path, columns: dict[str, NDArrayFloat], metadata: dict[str, str]) -> None:
-    """Write released (private) columns to Parquet atomically, with key/value metadata."""
-    table = pa.table({k: pa.array(np.asarray(v, dtype=np.float64)) for k, v in columns.items()})
-    table = table.replace_schema_metadata({k.encode(): v.encode() for k, v in metadata.items()})
-    sink = pa.BufferOutputStream()
-    pq.write_table(table, sink)
-    write_bytes_atomic(path, sink.getvalue().to_pybytes())

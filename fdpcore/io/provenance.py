@@ -1,0 +1,21 @@
+"""Provenance facts about the running code (version, git commit)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+__all__ = ["git_sha"]
+
+
+def git_sha() -> str | None:
+    """The git commit of the fdp checkout this code runs from, or None if not a checkout."""
+    here = Path(__file__).resolve().parent
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    sha = out.stdout.strip()
+    return sha if out.returncode == 0 and len(sha) == 40 else None

@@ -1,0 +1,135 @@
+"""The ``fdp`` command line.
+
+Exit codes (DESIGN.md): 0 success; 2 invalid config or input (the message names the
+field, file or row); 3 the budget would be exceeded (nothing is spent); 1 anything else.
+"""
+
+from __future__ import annotations
+
+import os
+
+# A fresh Prefect home migrates its database before the temporary API answers, which
+# takes longer than Prefect's 20 s default on a small machine; there is no internet.
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+
+import argparse  # noqa: E402  (environment defaults must precede the Prefect import)
+import json
+import sys
+import uuid
+from datetime import UTC, datetime
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from fdp.flows.config import config_sha256, load_config
+from fdp.flows.mean_release import mean_release
+from fdp.schemas import ReleaseConfig, ReleaseManifest
+from fdpcore.errors import BudgetExceededError, FdpError, LedgerError
+from fdpcore.ledger import Ledger, default_ledger_url
+
+EXIT_OK, EXIT_ERROR, EXIT_INPUT, EXIT_BUDGET = 0, 1, 2, 3
+SCHEMAS: dict[str, Any] = {"release-config": ReleaseConfig, "manifest": ReleaseManifest}
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="fdp", description="Differentially private releases of functional summaries.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    r = sub.add_parser("release", help="run a release defined by a YAML config")
+    r.add_argument("config", help="path of the release config (YAML)")
+    r.add_argument("--out", default=None, help="output directory (default: ./releases/<release-id>)")
+    r.add_argument("--ledger", default=None, help="ledger database URL (default: $FDP_LEDGER_URL or the state dir)")
+    r.add_argument("--release-id", default=None, help="unique release id; re-running a published id charges nothing")
+
+    d = sub.add_parser("demo", help="release the mean Adelaide Monday electricity-demand curve (shipped data)")
+    d.add_argument("--out", default="fdp-demo", help="output directory (default: ./fdp-demo)")
+    d.add_argument("--ledger", default=None, help="ledger database URL")
+
+    b = sub.add_parser("budget", help="privacy budgets in the ledger")
+    bsub = b.add_subparsers(dest="budget_command", required=True)
+    bs = bsub.add_parser("show", help="total, spent and remaining budget per dataset")
+    bs.add_argument("--dataset", default=None, help="only this dataset")
+    bs.add_argument("--json", action="store_true", help="machine-readable JSON")
+    bs.add_argument("--ledger", default=None, help="ledger database URL")
+
+    s = sub.add_parser("schema", help="print the JSON Schema of a config or record")
+    s.add_argument("name", choices=sorted(SCHEMAS), help="which schema")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``fdp``; returns the exit code."""
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "release":
+            return _release(Path(args.config), args.out, args.ledger, args.release_id)
+        if args.command == "demo":
+            return _demo(args.out, args.ledger)
+        if args.command == "budget":
+            return _budget_show(args.dataset, args.json, args.ledger)
+        if args.command == "schema":
+            print(json.dumps(SCHEMAS[args.name].model_json_schema(), indent=2))
+            return EXIT_OK
+    except BudgetExceededError as exc:
+        _err(str(exc))
+        return EXIT_BUDGET
+    except LedgerError as exc:
+        _err(str(exc))
+        return EXIT_ERROR
+    except FdpError as exc:
+        _err(str(exc))
+        return EXIT_INPUT
+    except Exception as exc:  # noqa: BLE001 - the documented catch-all exit code
+        _err(f"unexpected {type(exc).__name__}: {exc}")
+        return EXIT_ERROR
+    return EXIT_ERROR  # pragma: no cover - argparse requires a command
+
+
+def _release(config_path: Path, out: str | None, ledger_url: str | None, release_id: str | None) -> int:
+    config = load_config(config_path)
+    url = ledger_url or default_ledger_url()
+    ledger = Ledger(url)
+    ledger.ensure_dataset(config.dataset.id, config.budget.epsilon, config.budget.delta)
+    rid = release_id or f"{config.dataset.id}-{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
+    out_dir = Path(out) if out else Path("releases") / rid
+    manifest = mean_release(
+        config=config, config_sha256=config_sha256(config), config_dir=str(config_path.resolve().parent),
+        out_dir=str(out_dir), ledger_url=url, release_id=rid,
+    )
+    budget = ledger.budgets(config.dataset.id)[0]
+    print(f"release {manifest['release_id']}: {manifest['summary']} of {manifest['dataset_id']} (n = {manifest['n']})")
+    print(f"  guarantee: {manifest['privacy']['guarantee']}")
+    print(f"  written:   {out_dir / 'release.parquet'} and {out_dir / 'manifest.json'}")
+    print(
+        f"  budget:    epsilon spent {budget.spent[0]:g} of {budget.total[0]:g}, remaining {budget.remaining[0]:g}"
+    )
+    return EXIT_OK
+
+
+def _demo(out: str, ledger_url: str | None) -> int:
+    config = resources.files("fdp.examples") / "electricity_mean.yaml"
+    with resources.as_file(config) as path:
+        return _release(Path(path), out, ledger_url, None)
+
+
+def _budget_show(dataset: str | None, as_json: bool, ledger_url: str | None) -> int:
+    budgets = Ledger(ledger_url or default_ledger_url()).budgets(dataset)
+    if dataset is not None and not budgets:
+        _err(f"dataset {dataset!r} is not in the ledger")
+        return EXIT_INPUT
+    if as_json:
+        print(json.dumps({b.dataset_id: b.as_dict() for b in budgets}, indent=2))
+        return EXIT_OK
+    print(f"{'dataset':30} {'total eps':>10} {'spent eps':>10} {'remaining':>10} {'delta total':>12} {'releases':>8}")
+    for b in budgets:
+        print(f"{b.dataset_id:30} {b.total[0]:10.4g} {b.spent[0]:10.4g} {b.remaining[0]:10.4g} {b.total[1]:12.3g} {b.n_releases:8d}")
+    return EXIT_OK
+
+
+def _err(message: str) -> None:
+    print(f"fdp: error: {message}", file=sys.stderr)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""The ``mean_release`` Prefect flow: ingest -> align -> clip -> plan -> summarise -> charge -> noise -> publish."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import flow
+
+from fdp.schemas import ReleaseConfig
+from fdp.tasks import (
+    cancel_reservation,
+    charge_budget,
+    check_existing_release,
+    clip_curves,
+    draw_noise,
+    load_curves,
+    plan_release,
+    publish_release,
+    republish_release,
+    summarise_curves,
+)
+from fdpcore.errors import ReleaseConflictError
+
+
+@flow(name="mean-release", flow_run_name="mean-release-{release_id}", persist_result=False, retries=0)
+def mean_release(
+    config: ReleaseConfig, config_sha256: str, config_dir: str, out_dir: str, ledger_url: str, release_id: str
+) -> dict[str, Any]:
+    """Publish one differentially private mean curve; returns the public manifest.
+
+    Order is the privacy contract: everything that sets the noise is fixed from public
+    inputs, the budget is charged atomically, and only then is noise drawn (once).
+    A re-run of a published ``release_id`` re-writes its files from the ledger and
+    charges nothing.
+    """
+    existing = check_existing_release(ledger_url, release_id)
+    if existing is not None and existing.config_sha256 != config_sha256:
+        raise ReleaseConflictError(
+            f"release id {release_id!r} was already used with a different config; choose a new --release-id"
+        )
+    if existing is not None and existing.state == "published":
+        return republish_release(existing, out_dir)
+    batch = clip_curves(load_curves(config, config_dir), config)
+    plan = plan_release(config, batch.n_samples)
+    summary = summarise_curves(batch, plan)
+    charge = charge_budget(ledger_url, release_id, config, config_sha256, plan, batch.counts)
+    if charge["published"]:  # published concurrently by another run of the same id
+        return republish_release(check_existing_release(ledger_url, release_id), out_dir)
+    try:
+        values = draw_noise(ledger_url, release_id, plan, summary)
+    except BaseException:
+        cancel_reservation(ledger_url, release_id)  # only while no noise exists (state 'reserved')
+        raise
+    return publish_release(ledger_url, release_id, config, config_sha256, plan, values, out_dir)

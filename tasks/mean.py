@@ -1,0 +1,154 @@
+"""Tasks of the mean-curve release."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+from prefect.runtime import flow_run
+
+import fdpcore
+from fdp.schemas import CurveBatch, MeanSummary, NoisePlan, ReleaseConfig
+from fdp.tasks import _publish
+from fdpcore.grids import Grid, make_grid
+from fdpcore.io import read_long_table
+from fdpcore.io.provenance import git_sha
+from fdpcore.ledger import Ledger, ReleaseRecord
+from fdpcore.preprocess import align_long, clip_l2, rescale_long
+from fdpcore.release import draw_mean_release, plan_mean_release, summarise_mean
+
+# Raw data and noise never leave memory: no cache, no persisted result.
+data_task = partial(task, cache_policy=NO_CACHE, persist_result=False)
+
+
+def release_grid(config: ReleaseConfig) -> Grid:
+    """The public grid of a release config."""
+    g = config.grid
+    return make_grid(g.rule, size=g.size, points=g.points, domain_range=g.domain)
+
+
+@data_task(name="check-existing-release")
+def check_existing_release(ledger_url: str, release_id: str) -> ReleaseRecord | None:
+    """The ledger row of ``release_id`` if it exists (for idempotent re-runs)."""
+    return Ledger(ledger_url).get(release_id)
+
+
+@data_task(name="load-curves")
+def load_curves(config: ReleaseConfig, config_dir: str) -> CurveBatch:
+    """Ingest the long table, map it publicly onto the grid domain, align record-wise."""
+    ds = config.dataset
+    path = Path(ds.path) if Path(ds.path).is_absolute() else Path(config_dir) / ds.path
+    table = read_long_table(
+        path, ds.format, unit_column=ds.unit_column, time_column=ds.time_column, value_column=ds.value_column,
+        curve_column=ds.curve_column, csv_delimiter=ds.csv_delimiter,
+    )
+    grid = release_grid(config)
+    t, v, n_outside = rescale_long(
+        table.times, table.values, time_domain=ds.time_domain, grid_domain=grid.domain_range,
+        value_offset=ds.value_offset, value_scale=ds.value_scale,
+    )
+    aligned = align_long(table.units, t, v, grid, curves=table.curves)
+    if aligned.n_unalignable == aligned.n_samples:
+        raise fdpcore.DataError(
+            f"{path.name}: no privacy unit could be aligned onto the grid; check dataset.time_domain, "
+            "dataset.time_column and the grid"
+        )
+    counts = {
+        "n_rows": table.n_rows, "n_rows_outside_time_domain": n_outside, "n_rows_nonfinite": aligned.n_rows_dropped,
+        "n_duplicates_merged": aligned.n_duplicates_merged, "n_unalignable_units": aligned.n_unalignable,
+    }
+    return CurveBatch(data_matrix=aligned.data_matrix, n_samples=aligned.n_samples, counts=counts)
+
+
+@data_task(name="clip-curves")
+def clip_curves(batch: CurveBatch, config: ReleaseConfig) -> CurveBatch:
+    """Clip every record to the public L2 radius tau."""
+    clipped, n_clipped = clip_l2(batch.data_matrix, release_grid(config).weights, config.clipping.tau)
+    return CurveBatch(data_matrix=clipped, n_samples=batch.n_samples, counts={**batch.counts, "n_clipped": n_clipped})
+
+
+@data_task(name="plan-release")
+def plan_release(config: ReleaseConfig, n: int) -> NoisePlan:
+    """Fix (eta, psi), sensitivity and calibration from public inputs only (OpenDP-certified)."""
+    plan = plan_mean_release(
+        release_grid(config), config.kernel, n=n, tau=config.clipping.tau, epsilon=config.privacy.epsilon,
+        estimator=config.estimator, eta=config.tuning.eta, psi=config.tuning.psi, tuning=config.tuning.rule,
+        delta=config.privacy.delta, secure=True,
+    )
+    return NoisePlan(plan=plan)
+
+
+@data_task(name="summarise-curves")
+def summarise_curves(batch: CurveBatch, plan: NoisePlan) -> MeanSummary:
+    """Pre-noise estimator coefficients (kept in memory only)."""
+    return MeanSummary(coefficients=summarise_mean(batch.data_matrix, plan.plan))
+
+
+@data_task(name="charge-budget")
+def charge_budget(
+    ledger_url: str, release_id: str, config: ReleaseConfig, config_sha256: str, plan: NoisePlan, counts: dict[str, int]
+) -> dict[str, Any]:
+    """Reserve the release's full cost atomically in the ledger, before any noise exists."""
+    p = plan.plan
+    outcome = Ledger(ledger_url).reserve(
+        release_id=release_id, dataset_id=config.dataset.id, epsilon=p.epsilon, delta=p.delta,
+        config_sha256=config_sha256, summary=config.summary, mechanism=p.estimator,
+        sensitivity_formula=p.sensitivity_formula,
+        budget_splits=[{"name": "mean", "epsilon": p.epsilon, "delta": p.delta}],
+        provenance=_provenance(config_sha256), internal={"counts": counts},
+    )
+    return {"charged": outcome.charged, "published": outcome.published}
+
+
+@task(name="draw-noise", retries=0, cache_policy=NO_CACHE, persist_result=False)
+def draw_noise(ledger_url: str, release_id: str, plan: NoisePlan, summary: MeanSummary) -> Any:
+    """Mark the charge as final, then draw OpenDP noise once (no retries, no cache, no persistence)."""
+    Ledger(ledger_url).mark_noised(release_id)
+    return draw_mean_release(plan.plan, summary.coefficients, draws=1)[0]
+
+
+@data_task(name="cancel-reservation")
+def cancel_reservation(ledger_url: str, release_id: str) -> bool:
+    """Give back a reservation whose release failed before any noise was drawn."""
+    ledger = Ledger(ledger_url)
+    record = ledger.get(release_id)
+    if record is not None and record.state == "reserved":
+        ledger.cancel(release_id)
+        return True
+    return False
+
+
+@data_task(name="publish-release")
+def publish_release(
+    ledger_url: str, release_id: str, config: ReleaseConfig, config_sha256: str, plan: NoisePlan, values: Any, out_dir: str
+) -> dict[str, Any]:
+    """Write Parquet + manifest, create the Prefect artifacts, close the ledger entry."""
+    ledger = Ledger(ledger_url)
+    public = _publish.public_release(release_id, config, plan.plan, values, _provenance(config_sha256))
+    ledger.publish(release_id, public)  # first: a crash after this is recovered by a re-run from the ledger
+    manifest = _publish.write_release(public, Path(out_dir))
+    budget = ledger.budgets(config.dataset.id)[0]
+    _publish.create_artifacts(manifest, budget.as_dict())
+    return manifest
+
+
+@data_task(name="republish-release")
+def republish_release(record: ReleaseRecord, out_dir: str) -> dict[str, Any]:
+    """Re-write a published release's files from the ledger (an idempotent re-run; nothing is charged)."""
+    if record.public is None:
+        raise fdpcore.InternalError(f"release {record.release_id!r} is published but has no stored outputs")
+    return _publish.write_release(record.public, Path(out_dir))
+
+
+def _provenance(config_sha256: str) -> dict[str, Any]:
+    return {
+        "code_version": fdpcore.__version__,
+        "git_sha": git_sha(),
+        "created_at": datetime.now(UTC).isoformat(),
+        "config_sha256": config_sha256,
+        "flow_run_id": str(flow_run.id) if flow_run.id else None,
+    }
