@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""Set up fdp's virtual environment and run it: the two Quick-start commands.
+
+    python3 dev.py demo            # set up .venv (first time) and run a demo release
+    python3 dev.py test [ARGS]     # set up .venv (first time) and run the whole test suite
+
+Only python3 (>= 3.11) is needed on the machine; everything else is installed into
+./.venv from pyproject.toml. The install is redone when pyproject.toml changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+STAMP = VENV / ".fdp-install-stamp"
+
+
+def ensure_env() -> Path:
+    """Create .venv and install fdp with its test extras if pyproject.toml changed since the last install."""
+    if sys.version_info < (3, 11):
+        sys.exit(f"fdp needs Python >= 3.11; this is {sys.version.split()[0]}")
+    python = BIN / "python"
+    want = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    if python.exists() and STAMP.exists() and STAMP.read_text().strip() == want:
+        return python
+    if not python.exists():
+        print("dev.py: creating .venv", flush=True)
+        venv.EnvBuilder(with_pip=True).create(VENV)
+    print("dev.py: installing fdp and its dependencies into .venv", flush=True)
+    pip = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
+    subprocess.run([*pip, "--upgrade", "pip", "setuptools>=69", "wheel"], check=True)
+    subprocess.run([*pip, "-e", f"{ROOT}[test]"], check=True)
+    STAMP.write_text(want)
+    return python
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] not in {"demo", "test", "setup"}:
+        print(__doc__)
+        return 2
+    python = ensure_env()
+    env = {**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    if argv[0] == "setup":
+        return 0
+    if argv[0] == "demo":
+        return subprocess.run([str(BIN / "fdp"), "demo", *argv[1:]], env=env, check=False).returncode
+    return subprocess.run([str(python), "-m", "pytest", *argv[1:]], cwd=ROOT, env=env, check=False).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

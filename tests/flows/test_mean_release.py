@@ -1,0 +1,136 @@
+"""End-to-end: `fdp release` through the mean_release flow on the shipped electricity data."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+from fdp.flows.cli import main
+from fdpcore.ledger import Ledger
+
+REQUIRED = {
+    "release_id", "dataset_id", "summary", "mechanism", "n", "privacy", "budget_splits", "sensitivity",
+    "parameters", "noise", "outputs", "provenance",
+}
+
+
+def _release(config: Path, out: Path, ledger: str, release_id: str) -> int:
+    return main(["release", str(config), "--out", str(out), "--ledger", ledger, "--release-id", release_id])
+
+
+def _artifacts(key: str) -> list[str]:
+    with get_client(sync_client=True) as client:
+        arts = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])))
+    return [str(a.data) for a in arts]
+
+
+def test_release_publishes_manifest_ledger_and_artifacts(make_config, tmp_path: Path) -> None:
+    ledger = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    out = tmp_path / "out"
+    assert _release(make_config(), out, ledger, "elec-2026-11") == 0
+
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert REQUIRED <= manifest.keys()
+    assert manifest["n"] == 508
+    assert manifest["privacy"] == {
+        "epsilon": 1.0, "delta": 0.0, "adjacency": "replace-one",
+        "privacy_unit": manifest["privacy"]["privacy_unit"], "guarantee": manifest["privacy"]["guarantee"],
+    }
+    assert manifest["sensitivity"]["bound"] == "sensitivity.mean.iclp_qr.exact_l2@1"
+    assert manifest["sensitivity"]["paper_bound"] > manifest["sensitivity"]["value"] > 0
+    assert manifest["parameters"]["eta"] == 1.25 and manifest["parameters"]["psi"] == pytest.approx(1 / 508)
+    assert sum(s["epsilon"] for s in manifest["budget_splits"]) == manifest["privacy"]["epsilon"]
+    table = pq.read_table(out / "release.parquet")
+    assert table.column_names == ["t", "t_source", "value", "band_lower", "band_upper"]
+    assert table.num_rows == 48
+    import hashlib
+
+    assert manifest["outputs"][0]["sha256"] == hashlib.sha256((out / "release.parquet").read_bytes()).hexdigest()
+
+    led = Ledger(ledger)
+    rows = led.releases()
+    assert [(r.release_id, r.state, r.epsilon) for r in rows] == [("elec-2026-11", "published", 1.0)]
+    assert rows[0].provenance["flow_run_id"] == manifest["provenance"]["flow_run_id"] is not None
+    assert led.budgets("adelaide-electricity-monday")[0].spent == (1.0, 0.0)
+
+    notes = _artifacts("adelaide-electricity-monday-release-note")
+    assert any("What is protected" in n and "elec-2026-11" in n for n in notes)
+    splits = _artifacts("adelaide-electricity-monday-budget-splits")
+    assert any('"mean"' in s or "'mean'" in s for s in splits)
+
+
+def test_rerun_same_release_id_charges_nothing_and_returns_same_files(make_config, tmp_path: Path) -> None:
+    ledger = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    cfg = make_config()
+    assert _release(cfg, tmp_path / "a", ledger, "rid-1") == 0
+    assert _release(cfg, tmp_path / "b", ledger, "rid-1") == 0
+    assert (tmp_path / "a" / "release.parquet").read_bytes() == (tmp_path / "b" / "release.parquet").read_bytes()
+    assert json.loads((tmp_path / "a" / "manifest.json").read_text()) == json.loads((tmp_path / "b" / "manifest.json").read_text())
+    assert Ledger(ledger).budgets()[0].spent == (1.0, 0.0)
+    assert len(Ledger(ledger).releases()) == 1
+
+
+def test_reused_release_id_with_other_config_exits_2(make_config, tmp_path: Path, capsys) -> None:
+    ledger = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    assert _release(make_config(), tmp_path / "a", ledger, "rid-1") == 0
+    assert _release(make_config(clipping__tau=0.5), tmp_path / "b", ledger, "rid-1") == 2
+    assert "different config" in capsys.readouterr().err
+    assert Ledger(ledger).budgets()[0].spent == (1.0, 0.0)
+
+
+def test_budget_exceeded_exits_3_and_spends_nothing(make_config, tmp_path: Path, capsys) -> None:
+    ledger = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    cfg = make_config(budget__epsilon=1.5)
+    assert _release(cfg, tmp_path / "a", ledger, "r1") == 0
+    before = Ledger(ledger).budgets()[0]
+    assert _release(cfg, tmp_path / "b", ledger, "r2") == 3
+    err = capsys.readouterr().err
+    assert "Requested: epsilon=1" in err and "Remaining: epsilon=0.5" in err
+    after = Ledger(ledger).budgets()[0]
+    assert after == before
+    assert [r.release_id for r in Ledger(ledger).releases()] == ["r1"]
+    assert not (tmp_path / "b" / "manifest.json").exists()
+
+
+def test_bad_config_exits_2_naming_the_field(make_config, tmp_path: Path, capsys, delete) -> None:
+    ledger = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    assert _release(make_config(privacy__epsilon=-1), tmp_path / "o", ledger, "x") == 2
+    assert "privacy.epsilon" in capsys.readouterr().err
+    assert _release(make_config(dataset__value_column="demand"), tmp_path / "o", ledger, "x") == 2
+    assert "demand" in capsys.readouterr().err
+    assert _release(make_config(kernel={"name": "matern", "nu": 1.5}), tmp_path / "o", ledger, "x") == 2
+    assert "kernel" in capsys.readouterr().err
+    assert Ledger(ledger).releases() == []
+
+
+def _numbers(text: str) -> set[str]:
+    return {f"{float(x):.5g}" for x in re.findall(r"-?\d+\.\d{3,}(?:e-?\d+)?", text)}
+
+
+def test_public_outputs_contain_no_pre_noise_statistic(make_config, tmp_path: Path, electricity: pd.DataFrame, capfd) -> None:
+    """Scan every public file, artifact and log line for the non-private mean and raw values."""
+    ledger = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    out = tmp_path / "out"
+    assert _release(make_config(), out, ledger, "leak-check") == 0
+    logs = "".join(capfd.readouterr())
+    wide = electricity.pivot(index="monday_index", columns="half_hour", values="demand_mw").to_numpy()
+    secrets = {f"{v:.5g}" for v in np.concatenate([wide.mean(axis=0), wide.ravel()[:2000], [wide.mean(), wide.std()]])}
+    secrets |= {f"{v:.5g}" for v in (wide.mean(axis=0) - 1500) / 1000}
+    manifest_text = (out / "manifest.json").read_text()
+    released = pq.read_table(out / "release.parquet").to_pandas()
+    public_numbers = _numbers(manifest_text) | _numbers(logs)
+    for art in _artifacts("adelaide-electricity-monday-release-note"):
+        public_numbers |= _numbers(art)
+    assert not (secrets & public_numbers)
+    # the released curve is private: it must differ from the non-private mean
+    assert not np.allclose(released["value"].to_numpy(), wide.mean(axis=0), rtol=1e-6)
+    assert "508" in manifest_text  # n is the one data-derived value that may be published
+    assert "seed" not in manifest_text.lower()
