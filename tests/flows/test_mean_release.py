@@ -134,3 +134,18 @@ def test_public_outputs_contain_no_pre_noise_statistic(make_config, tmp_path: Pa
     assert not np.allclose(released["value"].to_numpy(), wide.mean(axis=0), rtol=1e-6)
     assert "508" in manifest_text  # n is the one data-derived value that may be published
     assert "seed" not in manifest_text.lower()
+
+
+def test_failure_before_noise_releases_the_reservation(make_config, tmp_path: Path, monkeypatch) -> None:
+    """A release that fails after the charge but before any noise exists gets its budget back."""
+    ledger = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+
+    def broken(self, release_id):  # noqa: ANN001
+        raise OSError("disk went away")
+
+    monkeypatch.setattr(Ledger, "mark_noised", broken)
+    assert _release(make_config(), tmp_path / "o", ledger, "fails") == 1
+    (row,) = Ledger(ledger).releases()
+    assert row.state == "cancelled"
+    assert Ledger(ledger).budgets()[0].spent == (0.0, 0.0)
+    assert not (tmp_path / "o" / "manifest.json").exists()

@@ -1,0 +1,75 @@
+"""Schema contracts: JSON round trip, extra fields and NaN rejected, JSON Schema export."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from pydantic import ValidationError
+
+from fdp.schemas import BudgetSplit, ReleaseConfig, ReleaseManifest
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "electricity_mean.yaml"
+
+
+def _example() -> dict:
+    return yaml.safe_load(EXAMPLE.read_text())
+
+
+def test_example_config_round_trips_through_json() -> None:
+    cfg = ReleaseConfig.model_validate(_example())
+    again = ReleaseConfig.model_validate_json(cfg.model_dump_json())
+    assert again == cfg
+    assert cfg.kernel == {"name": "matern", "nu": 1.5, "rho": 0.1}
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "match"),
+    [
+        (("privacy", "epsilon"), float("nan"), "privacy.epsilon"),
+        (("privacy", "epsilon"), 0, "privacy.epsilon"),
+        (("privacy", "delta"), 1.0, "privacy.delta"),
+        (("privacy", "delta"), 0.01, "pure-DP"),
+        (("clipping", "tau"), -1, "clipping.tau"),
+        (("grid", "size"), 1, "grid.size"),
+        (("budget", "epsilon"), float("inf"), "budget.epsilon"),
+        (("tuning", "eta"), 1.5, "eta and psi must be given together"),
+        (("tuning", "rule"), "oracle", "tuning.rule"),
+        (("kernel",), {"name": "matern", "nu": 1.5, "rho": -0.1}, "kernel.rho"),
+        (("kernel",), {"name": "cosine"}, "kernel.name"),
+        (("dataset", "time_domain"), [1.0, 0.0], "time_domain"),
+        (("surprise",), 1, "surprise"),
+    ],
+)
+def test_invalid_configs_are_rejected_naming_the_field(path: tuple[str, ...], value: object, match: str) -> None:
+    raw = _example()
+    node = raw
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    with pytest.raises(ValidationError, match=match):
+        ReleaseConfig.model_validate(raw)
+
+
+def test_trapezoid_grid_needs_increasing_points() -> None:
+    raw = _example()
+    raw["grid"] = {"rule": "trapezoid", "points": [0.0, 0.5, 0.5, 1.0]}
+    with pytest.raises(ValidationError, match="strictly increasing"):
+        ReleaseConfig.model_validate(raw)
+
+
+def test_budget_split_rejects_negative_and_extra() -> None:
+    with pytest.raises(ValidationError, match="epsilon"):
+        BudgetSplit(name="mean", epsilon=-0.1)
+    with pytest.raises(ValidationError, match="extra"):
+        BudgetSplit.model_validate({"name": "mean", "epsilon": 0.1, "seed": 1})
+
+
+def test_manifest_schema_exports_required_fields() -> None:
+    schema = ReleaseManifest.model_json_schema()
+    for key in ("release_id", "dataset_id", "n", "privacy", "budget_splits", "sensitivity", "noise", "outputs", "provenance"):
+        assert key in schema["required"]
+    json.dumps(schema)
+    assert schema["additionalProperties"] is False

@@ -1,0 +1,73 @@
+"""Task settings and task bodies (`task.fn()`, no Prefect server needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from prefect.cache_policies import NO_CACHE
+from prefect.logging import disable_run_logger
+
+from fdp import tasks
+from fdp.schemas import ReleaseConfig
+from fdpcore.errors import DataError, LedgerError
+from fdpcore.ledger import Ledger
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "electricity_mean.yaml"
+
+
+def _config(tmp_path: Path, rows: str) -> tuple[ReleaseConfig, str]:
+    raw = yaml.safe_load(EXAMPLE.read_text())
+    (tmp_path / "d.csv").write_text(rows)
+    raw["dataset"].update(path="d.csv", format="csv", unit_column="u", time_column="t", value_column="v",
+                          time_domain=[0.0, 1.0], value_offset=0.0, value_scale=1.0)
+    raw["grid"] = {"rule": "midpoint", "size": 4, "domain": [0.0, 1.0]}
+    return ReleaseConfig.model_validate(raw), str(tmp_path)
+
+
+@pytest.mark.parametrize("name", ["draw_noise", "load_curves", "clip_curves", "summarise_curves", "publish_release"])
+def test_data_and_noise_tasks_never_cache_or_persist(name: str) -> None:
+    t = getattr(tasks, name)
+    assert t.cache_policy is NO_CACHE
+    assert t.persist_result is False
+
+
+def test_noise_task_has_no_retries() -> None:
+    assert tasks.draw_noise.retries == 0
+
+
+def test_load_curves_aligns_and_counts_internally(tmp_path: Path) -> None:
+    rows = "u,t,v\na,0,1\na,1,3\nb,0,2\nb,1,2\nc,0.5,9\n"
+    config, cdir = _config(tmp_path, rows)
+    with disable_run_logger():
+        batch = tasks.load_curves.fn(config, cdir)
+    assert batch.n_samples == 3
+    np.testing.assert_allclose(batch.data_matrix[0], [1.25, 1.75, 2.25, 2.75])
+    np.testing.assert_allclose(batch.data_matrix[1], [2, 2, 2, 2])
+    np.testing.assert_allclose(batch.data_matrix[2], 0.0)  # single observation: unalignable -> zero curve
+    assert batch.counts["n_unalignable_units"] == 1
+
+
+def test_load_curves_names_the_bad_column_and_row(tmp_path: Path) -> None:
+    config, cdir = _config(tmp_path, "u,t,v\na,0,1\na,1,x\n")
+    with disable_run_logger(), pytest.raises(DataError, match=r"'v'.*row 2"):
+        tasks.load_curves.fn(config, cdir)
+
+
+def test_cancel_only_before_noise(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'l.sqlite'}"
+    led = Ledger(url)
+    led.ensure_dataset("ds", 1.0)
+    kw = dict(dataset_id="ds", epsilon=0.4, delta=0.0, config_sha256="0" * 64, summary="mean", mechanism="iclp_qr",
+              sensitivity_formula="s", budget_splits=[], provenance={}, internal={})
+    led.reserve(release_id="a", **kw)
+    led.reserve(release_id="b", **kw)
+    led.mark_noised("b")
+    with disable_run_logger():
+        assert tasks.cancel_reservation.fn(url, "a") is True
+        assert tasks.cancel_reservation.fn(url, "b") is False  # noise drawn: never refunded
+    assert led.budgets()[0].spent == (0.4, 0.0)
+    with pytest.raises(LedgerError, match="cannot go from 'reserved'"):
+        led.cancel("b")
