@@ -6,14 +6,7 @@ field, file or row); 3 the budget would be exceeded (nothing is spent); 1 anythi
 
 from __future__ import annotations
 
-import os
-
-# A fresh Prefect home migrates its database before the temporary API answers, which
-# takes longer than Prefect's 20 s default on a small machine; there is no internet.
-os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
-os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-
-import argparse  # noqa: E402  (environment defaults must precede the Prefect import)
+import argparse
 import json
 import sys
 import uuid
