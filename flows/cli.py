@@ -15,9 +15,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from fdp.flows.config import config_sha256, load_config
+from pydantic import ValidationError
+
+from fdp.flows.config import config_sha256, format_validation_error, load_config
 from fdp.flows.mean_release import mean_release
-from fdp.schemas import ReleaseConfig, ReleaseManifest
+from fdp.schemas import BudgetSpec, ReleaseConfig, ReleaseManifest
 from fdpcore.errors import BudgetExceededError, FdpError, LedgerError
 from fdpcore.ledger import Ledger, default_ledger_url
 
@@ -41,6 +43,11 @@ def _parser() -> argparse.ArgumentParser:
 
     b = sub.add_parser("budget", help="privacy budgets in the ledger")
     bsub = b.add_subparsers(dest="budget_command", required=True)
+    bset = bsub.add_parser("set", help="set a dataset's total budget (the privacy officer's act)")
+    bset.add_argument("dataset", help="dataset id")
+    bset.add_argument("--epsilon", type=float, required=True, help="total epsilon")
+    bset.add_argument("--delta", type=float, default=0.0, help="total delta (default 0)")
+    bset.add_argument("--ledger", default=None, help="ledger database URL")
     bs = bsub.add_parser("show", help="total, spent and remaining budget per dataset")
     bs.add_argument("--dataset", default=None, help="only this dataset")
     bs.add_argument("--json", action="store_true", help="machine-readable JSON")
@@ -59,11 +66,16 @@ def main(argv: list[str] | None = None) -> int:
             return _release(Path(args.config), args.out, args.ledger, args.release_id)
         if args.command == "demo":
             return _demo(args.out, args.ledger)
+        if args.command == "budget" and args.budget_command == "set":
+            return _budget_set(args.dataset, args.epsilon, args.delta, args.ledger)
         if args.command == "budget":
             return _budget_show(args.dataset, args.json, args.ledger)
         if args.command == "schema":
             print(json.dumps(SCHEMAS[args.name].model_json_schema(), indent=2))
             return EXIT_OK
+    except ValidationError as exc:
+        _err(f"invalid arguments\n{format_validation_error(exc)}")
+        return EXIT_INPUT
     except BudgetExceededError as exc:
         _err(str(exc))
         return EXIT_BUDGET
@@ -104,6 +116,19 @@ def _demo(out: str, ledger_url: str | None) -> int:
     config = resources.files("fdp.examples") / "electricity_mean.yaml"
     with resources.as_file(config) as path:
         return _release(Path(path), out, ledger_url, None)
+
+
+def _budget_set(dataset: str, epsilon: float, delta: float, ledger_url: str | None) -> int:
+    spec = BudgetSpec(epsilon=epsilon, delta=delta)  # same validation as a config's budget
+    ledger = Ledger(ledger_url or default_ledger_url())
+    try:
+        b = ledger.set_budget(dataset, spec.epsilon, spec.delta)
+    except BudgetExceededError as exc:
+        _err(f"budget of {dataset!r} cannot be set below what is already spent "
+             f"(spent epsilon={exc.requested[0]:g}, delta={exc.requested[1]:g}); nothing changed")
+        return EXIT_INPUT
+    print(f"dataset {dataset}: total epsilon {b.total[0]:g}, delta {b.total[1]:g}; spent {b.spent[0]:g}; remaining {b.remaining[0]:g}")
+    return EXIT_OK
 
 
 def _budget_show(dataset: str | None, as_json: bool, ledger_url: str | None) -> int:

@@ -205,6 +205,39 @@ class Ledger:
                 return False
         return True
 
+    def set_budget(self, dataset_id: str, epsilon: float, delta: float = 0.0) -> DatasetBudget:
+        """The privacy officer's act: set a dataset's total budget (created if new).
+
+        Raises:
+            BudgetExceededError: the new total is below what is already spent (nothing changes).
+        """
+        now = _now()
+        with self._tx() as conn:
+            updated = conn.execute(
+                sa.update(_datasets)
+                .where(_datasets.c.dataset_id == dataset_id)
+                .values(lock_counter=_datasets.c.lock_counter + 1)
+            ).rowcount
+            if updated == 0:
+                conn.execute(
+                    sa.insert(_datasets).values(
+                        dataset_id=dataset_id, epsilon_total=repr(float(epsilon)), delta_total=repr(float(delta)),
+                        created_at=now, updated_at=now, lock_counter=0,
+                    )
+                )
+            else:
+                (spent_eps, spent_delta), _ = self._spent(conn, dataset_id)
+                if exact(epsilon) < spent_eps or exact(delta) < spent_delta:
+                    raise BudgetExceededError(
+                        dataset_id, (float(spent_eps), float(spent_delta)), (float(epsilon), float(delta))
+                    )
+                conn.execute(
+                    sa.update(_datasets)
+                    .where(_datasets.c.dataset_id == dataset_id)
+                    .values(epsilon_total=repr(float(epsilon)), delta_total=repr(float(delta)), updated_at=now)
+                )
+        return self.budgets(dataset_id)[0]
+
     def budgets(self, dataset_id: str | None = None) -> list[DatasetBudget]:
         """Budget summaries of every dataset (or one)."""
         with self._tx() as conn:

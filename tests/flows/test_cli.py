@@ -50,3 +50,21 @@ def test_demo_releases_the_shipped_example(tmp_path: Path, capsys: pytest.Captur
     manifest = json.loads((tmp_path / "demo" / "manifest.json").read_text())
     assert manifest["dataset_id"] == "adelaide-electricity-monday" and manifest["n"] == 508
     assert "remaining 99" in capsys.readouterr().out
+
+
+def test_budget_set_is_authoritative_and_never_below_spent(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"sqlite:///{tmp_path / 'l.sqlite'}"
+    assert main(["budget", "set", "ds", "--epsilon", "3", "--ledger", url]) == 0
+    led = Ledger(url)
+    assert led.ensure_dataset("ds", 100.0) is False  # a config's proposal does not override the officer's value
+    assert led.budgets("ds")[0].total == (3.0, 0.0)
+    led.reserve(release_id="r", dataset_id="ds", epsilon=2.0, delta=0.0, config_sha256="0" * 64, summary="mean",
+                mechanism="iclp_qr", sensitivity_formula="s", budget_splits=[], provenance={}, internal={})
+    capsys.readouterr()
+    assert main(["budget", "set", "ds", "--epsilon", "1", "--ledger", url]) == 2
+    assert "below what is already spent" in capsys.readouterr().err
+    assert main(["budget", "set", "ds", "--epsilon", "-1", "--ledger", url]) == 2
+    assert "epsilon" in capsys.readouterr().err
+    assert led.budgets("ds")[0].total == (3.0, 0.0)
+    assert main(["budget", "set", "ds", "--epsilon", "5", "--ledger", url]) == 0
+    assert led.budgets("ds")[0].remaining == (3.0, 0.0)
