@@ -213,11 +213,7 @@ class Ledger:
         """
         now = _now()
         with self._tx() as conn:
-            updated = conn.execute(
-                sa.update(_datasets)
-                .where(_datasets.c.dataset_id == dataset_id)
-                .values(lock_counter=_datasets.c.lock_counter + 1)
-            ).rowcount
+            updated = _lock_dataset(conn, dataset_id)
             if updated == 0:
                 conn.execute(
                     sa.insert(_datasets).values(
@@ -298,11 +294,7 @@ class Ledger:
         """
         now = _now()
         with self._tx() as conn:
-            locked = conn.execute(
-                sa.update(_datasets)
-                .where(_datasets.c.dataset_id == dataset_id)
-                .values(lock_counter=_datasets.c.lock_counter + 1)
-            ).rowcount
+            locked = _lock_dataset(conn, dataset_id)
             if locked != 1:
                 raise LedgerError(f"dataset {dataset_id!r} has no budget in the ledger; set one with `fdp budget set`")
             existing = conn.execute(sa.select(_releases).where(_releases.c.release_id == release_id)).mappings().first()
@@ -394,6 +386,19 @@ class Ledger:
                 q = q.where(_releases.c.dataset_id == dataset_id)
             rows = conn.execute(q.order_by(_releases.c.created_at, _releases.c.release_id)).mappings().all()
         return [_record(r) for r in rows]
+
+
+def _lock_dataset(conn: Connection, dataset_id: str) -> int:
+    """Take the dataset's write lock (SQLite: the database write lock; PostgreSQL: the row lock).
+
+    Writing first makes every later read in the transaction consistent with concurrent
+    charges, on both back ends, with one code path. Returns the number of rows (0 or 1).
+    """
+    return int(
+        conn.execute(
+            sa.update(_datasets).where(_datasets.c.dataset_id == dataset_id).values(lock_counter=_datasets.c.lock_counter + 1)
+        ).rowcount
+    )
 
 
 def _record(row: Any) -> ReleaseRecord:
