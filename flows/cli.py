@@ -7,6 +7,7 @@ field, file or row); 3 the budget would be exceeded (nothing is spent); 1 anythi
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import sys
 import uuid
@@ -53,6 +54,18 @@ def _parser() -> argparse.ArgumentParser:
     bs.add_argument("--json", action="store_true", help="machine-readable JSON")
     bs.add_argument("--ledger", default=None, help="ledger database URL")
 
+    a = sub.add_parser("audit", help="the hash-chained audit trail of the ledger")
+    asub = a.add_subparsers(dest="audit_command", required=True)
+    al = asub.add_parser("list", help="one line per release")
+    al.add_argument("--json", action="store_true", help="machine-readable JSON")
+    ash = asub.add_parser("show", help="a release's ledger entry and its audit events")
+    ash.add_argument("release_id")
+    ae = asub.add_parser("export", help="export the audit trail")
+    ae.add_argument("--format", choices=["json", "csv"], default="json")
+    av = asub.add_parser("verify", help="recompute the hash chain; exit 1 naming the first bad entry")
+    for parser in (al, ash, ae, av):
+        parser.add_argument("--ledger", default=None, help="ledger database URL")
+
     s = sub.add_parser("schema", help="print the JSON Schema of a config or record")
     s.add_argument("name", choices=sorted(SCHEMAS), help="which schema")
     return p
@@ -70,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
             return _budget_set(args.dataset, args.epsilon, args.delta, args.ledger)
         if args.command == "budget":
             return _budget_show(args.dataset, args.json, args.ledger)
+        if args.command == "audit":
+            return _audit(args)
         if args.command == "schema":
             print(json.dumps(SCHEMAS[args.name].model_json_schema(), indent=2))
             return EXIT_OK
@@ -142,6 +157,52 @@ def _budget_show(dataset: str | None, as_json: bool, ledger_url: str | None) -> 
     print(f"{'dataset':30} {'total eps':>10} {'spent eps':>10} {'remaining':>10} {'delta total':>12} {'releases':>8}")
     for b in budgets:
         print(f"{b.dataset_id:30} {b.total[0]:10.4g} {b.spent[0]:10.4g} {b.remaining[0]:10.4g} {b.total[1]:12.3g} {b.n_releases:8d}")
+    return EXIT_OK
+
+
+def _audit(args: argparse.Namespace) -> int:
+    ledger = Ledger(args.ledger or default_ledger_url())
+    if args.audit_command == "verify":
+        problems = ledger.verify()
+        if problems:
+            for p in problems:
+                _err(f"audit: {p}")
+            return EXIT_ERROR
+        print(f"audit: ledger intact ({len(ledger.audit_events())} entries, {len(ledger.releases())} releases)")
+        return EXIT_OK
+    if args.audit_command == "list":
+        rows = [
+            {"release_id": r.release_id, "dataset_id": r.dataset_id, "state": r.state, "epsilon": r.epsilon,
+             "delta": r.delta, "mechanism": r.mechanism, "sensitivity_formula": r.sensitivity_formula,
+             "config_sha256": r.config_sha256, "created_at": r.created_at,
+             "flow_run_id": r.provenance.get("flow_run_id"), "code_version": r.provenance.get("code_version")}
+            for r in ledger.releases()
+        ]
+        if args.json:
+            print(json.dumps(rows, indent=2))
+        else:
+            for r in rows:
+                print(f"{r['created_at'][:19]}  {r['release_id']:45} {r['dataset_id']:30} {r['state']:10} eps={r['epsilon']:g} delta={r['delta']:g}")
+        return EXIT_OK
+    if args.audit_command == "show":
+        record = ledger.get(args.release_id)
+        if record is None:
+            _err(f"release {args.release_id!r} is not in the ledger")
+            return EXIT_INPUT
+        entry = {k: v for k, v in record.__dict__.items() if k != "public"}
+        entry["published_manifest"] = (record.public or {}).get("manifest")
+        entry["audit_events"] = ledger.audit_events(args.release_id)
+        print(json.dumps(entry, indent=2, default=str))
+        return EXIT_OK
+    events = ledger.audit_events()
+    if args.format == "json":
+        print(json.dumps(events, indent=2, default=str))
+    else:
+        writer = csv.DictWriter(sys.stdout, fieldnames=["seq", "at", "actor", "host", "event", "dataset_id",
+                                                        "release_id", "payload", "prev_hash", "hash"])
+        writer.writeheader()
+        for e in events:
+            writer.writerow({**e, "payload": json.dumps(e["payload"], sort_keys=True)})
     return EXIT_OK
 
 

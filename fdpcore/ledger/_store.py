@@ -17,8 +17,11 @@ the ``public_json`` column holds only what was published.
 
 from __future__ import annotations
 
+import getpass
+import hashlib
 import json
 import os
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -72,6 +75,22 @@ _releases = sa.Table(
     sa.Column("created_at", sa.String(40), nullable=False),
     sa.Column("updated_at", sa.String(40), nullable=False),
 )
+
+
+_audit = sa.Table(
+    "fdp_audit", _metadata,
+    sa.Column("seq", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("at", sa.String(40), nullable=False),
+    sa.Column("actor", sa.String(200), nullable=False),
+    sa.Column("host", sa.String(200), nullable=False),
+    sa.Column("event", sa.String(40), nullable=False),
+    sa.Column("dataset_id", sa.String(200), nullable=False),
+    sa.Column("release_id", sa.String(200), nullable=True),
+    sa.Column("payload", sa.Text, nullable=False),
+    sa.Column("prev_hash", sa.String(64), nullable=False),
+    sa.Column("hash", sa.String(64), nullable=False),
+)
+GENESIS = "0" * 64
 
 
 def default_ledger_url() -> str:
@@ -163,6 +182,7 @@ class Ledger:
                 row = conn.execute(sa.select(_meta.c.value).where(_meta.c.key == "schema_version")).first()
                 if row is None:
                     conn.execute(sa.insert(_meta).values(key="schema_version", value=str(SCHEMA_VERSION)))
+                    conn.execute(sa.insert(_meta).values(key="audit_head", value=f"0:{GENESIS}"))
                 elif int(row[0]) > SCHEMA_VERSION:
                     raise LedgerError(
                         f"ledger {self._safe_url()} has schema version {row[0]}, newer than this fdp ({SCHEMA_VERSION}); upgrade fdp"
@@ -201,6 +221,8 @@ class Ledger:
                         created_at=now, updated_at=now, lock_counter=0,
                     )
                 )
+                _append(conn, "dataset.created", dataset_id, None,
+                        {"epsilon_total": repr(float(epsilon)), "delta_total": repr(float(delta)), "source": "config proposal"})
             except sa.exc.IntegrityError:
                 return False
         return True
@@ -221,6 +243,8 @@ class Ledger:
                         created_at=now, updated_at=now, lock_counter=0,
                     )
                 )
+                _append(conn, "dataset.created", dataset_id, None,
+                        {"epsilon_total": repr(float(epsilon)), "delta_total": repr(float(delta)), "source": "budget set"})
             else:
                 (spent_eps, spent_delta), _ = self._spent(conn, dataset_id)
                 if exact(epsilon) < spent_eps or exact(delta) < spent_delta:
@@ -232,6 +256,8 @@ class Ledger:
                     .where(_datasets.c.dataset_id == dataset_id)
                     .values(epsilon_total=repr(float(epsilon)), delta_total=repr(float(delta)), updated_at=now)
                 )
+                _append(conn, "budget.set", dataset_id, None,
+                        {"epsilon_total": repr(float(epsilon)), "delta_total": repr(float(delta))})
         return self.budgets(dataset_id)[0]
 
     def budgets(self, dataset_id: str | None = None) -> list[DatasetBudget]:
@@ -336,6 +362,11 @@ class Ledger:
                 conn.execute(sa.update(_releases).where(_releases.c.release_id == release_id).values(**values))
             else:
                 conn.execute(sa.insert(_releases).values(release_id=release_id, created_at=now, **values))
+            _append(conn, "release.reserved", dataset_id, release_id, {
+                "epsilon": values["epsilon"], "delta": values["delta"], "config_sha256": config_sha256,
+                "summary": summary, "mechanism": mechanism, "sensitivity_formula": sensitivity_formula,
+                "budget_splits": budget_splits, "provenance": provenance,
+            })
             row = conn.execute(sa.select(_releases).where(_releases.c.release_id == release_id)).mappings().one()
             return ReserveOutcome(_record(row), charged=True, published=False)
 
@@ -346,6 +377,14 @@ class Ledger:
                 .where(_releases.c.release_id == release_id, _releases.c.state == src)
                 .values(state=dst, updated_at=_now(), **extra)
             ).rowcount
+            if n == 1:
+                dataset_id = conn.execute(
+                    sa.select(_releases.c.dataset_id).where(_releases.c.release_id == release_id)
+                ).scalar_one()
+                payload: dict[str, Any] = {"from": src, "to": dst}
+                if "public_json" in extra:
+                    payload["public_sha256"] = hashlib.sha256(extra["public_json"].encode()).hexdigest()
+                _append(conn, f"release.{dst}", dataset_id, release_id, payload)
         if n != 1:
             current = self.get(release_id)
             state = current.state if current else "missing"
@@ -372,6 +411,75 @@ class Ledger:
             merged = {**json.loads(row[0]), **internal}
             conn.execute(sa.update(_releases).where(_releases.c.release_id == release_id).values(internal=json.dumps(merged)))
 
+    def audit_events(self, release_id: str | None = None) -> list[dict[str, Any]]:
+        """The audit trail (oldest first), optionally for one release."""
+        with self._tx() as conn:
+            q = sa.select(_audit).order_by(_audit.c.seq)
+            if release_id is not None:
+                q = q.where(_audit.c.release_id == release_id)
+            rows = conn.execute(q).mappings().all()
+        return [{**dict(r), "payload": json.loads(r["payload"])} for r in rows]
+
+    def verify(self) -> list[str]:
+        """Recompute the hash chain and replay it against the current tables.
+
+        Returns the problems found, the first bad entry first (empty: the ledger is intact).
+        Detects edited, deleted, reordered, inserted and truncated audit entries, and
+        release or dataset rows changed outside fdp.
+        """
+        with self._tx() as conn:
+            events = conn.execute(sa.select(_audit).order_by(_audit.c.seq)).mappings().all()
+            head = conn.execute(sa.select(_meta.c.value).where(_meta.c.key == "audit_head")).scalar_one()
+            releases = {r["release_id"]: r for r in conn.execute(sa.select(_releases)).mappings().all()}
+            datasets = {r["dataset_id"]: r for r in conn.execute(sa.select(_datasets)).mappings().all()}
+        problems: list[str] = []
+        prev, expected_seq = GENESIS, 1
+        state: dict[str, dict[str, Any]] = {}
+        totals: dict[str, tuple[str, str]] = {}
+        for e in events:
+            fields = _event_fields(e["seq"], e["at"], e["actor"], e["host"], e["event"], e["dataset_id"],
+                                   e["release_id"], e["payload"])
+            if e["seq"] != expected_seq:
+                problems.append(f"audit entry {e['seq']}: expected entry {expected_seq} (entries deleted or reordered)")
+            if e["prev_hash"] != prev:
+                problems.append(f"audit entry {e['seq']}: does not follow the previous entry (chain broken)")
+            if _event_hash(e["prev_hash"], fields) != e["hash"]:
+                problems.append(f"audit entry {e['seq']}: content does not match its hash (edited)")
+            prev, expected_seq = e["hash"], e["seq"] + 1
+            try:
+                payload = json.loads(e["payload"])
+            except json.JSONDecodeError:
+                payload = {}
+            if e["event"] in ("dataset.created", "budget.set"):
+                totals[e["dataset_id"]] = (payload.get("epsilon_total"), payload.get("delta_total"))
+            elif e["event"] == "release.reserved":
+                state[e["release_id"]] = {"state": "reserved", "epsilon": payload.get("epsilon"),
+                                          "delta": payload.get("delta"), "config_sha256": payload.get("config_sha256"),
+                                          "dataset_id": e["dataset_id"]}
+            elif e["event"].startswith("release.") and e["release_id"] in state:
+                state[e["release_id"]]["state"] = payload.get("to")
+                if "public_sha256" in payload:
+                    state[e["release_id"]]["public_sha256"] = payload["public_sha256"]
+        if head != f"{expected_seq - 1}:{prev}":
+            problems.append(f"audit head says {head.split(':')[0]} entries but the trail ends at {expected_seq - 1} (truncated or appended out of band)")
+        for rid, row in releases.items():
+            want = state.get(rid)
+            if want is None:
+                problems.append(f"release {rid!r}: row has no audit entry (inserted out of band)")
+                continue
+            got = {"state": row["state"], "epsilon": row["epsilon"], "delta": row["delta"],
+                   "config_sha256": row["config_sha256"], "dataset_id": row["dataset_id"]}
+            if any(got[k] != want[k] for k in got):
+                problems.append(f"release {rid!r}: row differs from its audit trail (edited out of band)")
+            if "public_sha256" in want and hashlib.sha256((row["public_json"] or "").encode()).hexdigest() != want["public_sha256"]:
+                problems.append(f"release {rid!r}: published outputs differ from the audited ones (edited)")
+        for rid in state.keys() - releases.keys():
+            problems.append(f"release {rid!r}: audited but its row is missing (deleted)")
+        for did, row in datasets.items():
+            if totals.get(did) != (row["epsilon_total"], row["delta_total"]):
+                problems.append(f"dataset {did!r}: budget differs from its audit trail (edited out of band)")
+        return problems
+
     def get(self, release_id: str) -> ReleaseRecord | None:
         """The ledger row of a release, or None."""
         with self._tx() as conn:
@@ -386,6 +494,38 @@ class Ledger:
                 q = q.where(_releases.c.dataset_id == dataset_id)
             rows = conn.execute(q.order_by(_releases.c.created_at, _releases.c.release_id)).mappings().all()
         return [_record(r) for r in rows]
+
+
+def _event_hash(prev_hash: str, fields: dict[str, Any]) -> str:
+    canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256((prev_hash + canonical).encode()).hexdigest()
+
+
+def _event_fields(seq: int, at: str, actor: str, host: str, event: str, dataset_id: str,
+                  release_id: str | None, payload: str) -> dict[str, Any]:
+    return {"seq": seq, "at": at, "actor": actor, "host": host, "event": event, "dataset_id": dataset_id,
+            "release_id": release_id, "payload": payload}
+
+
+def _append(conn: Connection, event: str, dataset_id: str, release_id: str | None, payload: dict[str, Any]) -> None:
+    """Append one event to the hash chain, in the caller's transaction.
+
+    The chain head lives in ``fdp_meta`` and is updated first, which serialises
+    appenders on every back end (so two datasets can never fork the chain).
+    """
+    conn.execute(sa.update(_meta).where(_meta.c.key == "audit_head").values(value=_meta.c.value))
+    head = conn.execute(sa.select(_meta.c.value).where(_meta.c.key == "audit_head")).scalar_one()
+    last_seq, prev_hash = head.split(":")
+    seq = int(last_seq) + 1
+    try:
+        actor = getpass.getuser()
+    except (KeyError, OSError):
+        actor = "unknown"
+    fields = _event_fields(seq, _now(), actor, socket.gethostname(), event, dataset_id, release_id,
+                           json.dumps(payload, sort_keys=True))
+    digest = _event_hash(prev_hash, fields)
+    conn.execute(sa.insert(_audit).values(prev_hash=prev_hash, hash=digest, **fields))
+    conn.execute(sa.update(_meta).where(_meta.c.key == "audit_head").values(value=f"{seq}:{digest}"))
 
 
 def _lock_dataset(conn: Connection, dataset_id: str) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -68,3 +69,53 @@ def test_budget_set_is_authoritative_and_never_below_spent(tmp_path: Path, capsy
     assert led.budgets("ds")[0].total == (3.0, 0.0)
     assert main(["budget", "set", "ds", "--epsilon", "5", "--ledger", url]) == 0
     assert led.budgets("ds")[0].remaining == (3.0, 0.0)
+
+
+def _ledger_with_history(url: str) -> Ledger:
+    led = Ledger(url)
+    led.set_budget("ds", 2.0)
+    kw = dict(dataset_id="ds", delta=0.0, config_sha256="0" * 64, summary="mean", mechanism="iclp_qr",
+              sensitivity_formula="sensitivity.mean.iclp_qr.exact_l2@1", budget_splits=[], provenance={}, internal={})
+    led.reserve(release_id="r1", epsilon=0.5, **kw)
+    led.mark_noised("r1")
+    led.publish("r1", {"manifest": {"n": 10}})
+    led.reserve(release_id="r2", epsilon=0.25, **kw)
+    led.cancel("r2")
+    return led
+
+
+def test_audit_verify_passes_on_an_intact_ledger(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"sqlite:///{tmp_path / 'l.sqlite'}"
+    _ledger_with_history(url)
+    assert main(["audit", "verify", "--ledger", url]) == 0
+    assert "intact (6 entries" in capsys.readouterr().out
+    assert main(["audit", "list", "--json", "--ledger", url]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["release_id"], r["state"]) for r in rows] == [("r1", "published"), ("r2", "cancelled")]
+    assert main(["audit", "show", "r1", "--ledger", url]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert [e["event"] for e in shown["audit_events"]] == ["release.reserved", "release.noised", "release.published"]
+    assert main(["audit", "export", "--format", "csv", "--ledger", url]) == 0
+    assert capsys.readouterr().out.splitlines()[0].startswith("seq,at,actor")
+
+
+@pytest.mark.parametrize(
+    ("tamper", "message"),
+    [
+        ("UPDATE fdp_releases SET epsilon='0.1' WHERE release_id='r1'", "release 'r1': row differs"),
+        ("UPDATE fdp_audit SET payload='{}' WHERE seq=2", "audit entry 2: content does not match"),
+        ("DELETE FROM fdp_audit WHERE seq=3", "audit entry 4: expected entry 3"),
+        ("DELETE FROM fdp_audit WHERE seq=6", "truncated"),
+        ("UPDATE fdp_datasets SET epsilon_total='9.0'", "dataset 'ds': budget differs"),
+        ("DELETE FROM fdp_releases WHERE release_id='r2'", "release 'r2': audited but its row is missing"),
+        ("UPDATE fdp_releases SET public_json='{\"manifest\": {\"n\": 11}}' WHERE release_id='r1'", "published outputs differ"),
+    ],
+)
+def test_audit_verify_names_the_first_bad_entry(tmp_path: Path, capsys: pytest.CaptureFixture[str], tamper: str, message: str) -> None:
+    db = tmp_path / "l.sqlite"
+    url = f"sqlite:///{db}"
+    _ledger_with_history(url)
+    with sqlite3.connect(db) as conn:
+        conn.execute(tamper)
+    assert main(["audit", "verify", "--ledger", url]) == 1
+    assert message in capsys.readouterr().err

@@ -60,6 +60,9 @@ def test_release_publishes_manifest_ledger_and_artifacts(make_config, tmp_path: 
     assert [(r.release_id, r.state, r.epsilon) for r in rows] == [("elec-2026-11", "published", 1.0)]
     assert rows[0].provenance["flow_run_id"] == manifest["provenance"]["flow_run_id"] is not None
     assert led.budgets("adelaide-electricity-monday")[0].spent == (1.0, 0.0)
+    assert led.verify() == []
+    assert [e["event"] for e in led.audit_events("elec-2026-11")] == [
+        "release.reserved", "release.noised", "release.published"]
 
     notes = _artifacts("adelaide-electricity-monday-release-note")
     assert any("What is protected" in n and "elec-2026-11" in n for n in notes)
