@@ -182,11 +182,12 @@ class Ledger:
                 row = conn.execute(sa.select(_meta.c.value).where(_meta.c.key == "schema_version")).first()
                 if row is None:
                     conn.execute(sa.insert(_meta).values(key="schema_version", value=str(SCHEMA_VERSION)))
-                    conn.execute(sa.insert(_meta).values(key="audit_head", value=f"0:{GENESIS}"))
                 elif int(row[0]) > SCHEMA_VERSION:
                     raise LedgerError(
                         f"ledger {self._safe_url()} has schema version {row[0]}, newer than this fdp ({SCHEMA_VERSION}); upgrade fdp"
                     )
+                if conn.execute(sa.select(_meta.c.key).where(_meta.c.key == "audit_head")).first() is None:
+                    conn.execute(sa.insert(_meta).values(key="audit_head", value=f"0:{GENESIS}"))
         except sa.exc.OperationalError as exc:
             raise LedgerError(f"ledger {self._safe_url()} cannot be opened ({_first_line(exc)}); check --ledger / FDP_LEDGER_URL") from None
 
