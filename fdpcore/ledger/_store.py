@@ -214,16 +214,8 @@ class Ledger:
             exists = conn.execute(sa.select(_datasets.c.dataset_id).where(_datasets.c.dataset_id == dataset_id)).first()
             if exists:
                 return False
-            now = _now()
             try:
-                conn.execute(
-                    sa.insert(_datasets).values(
-                        dataset_id=dataset_id, epsilon_total=repr(float(epsilon)), delta_total=repr(float(delta)),
-                        created_at=now, updated_at=now, lock_counter=0,
-                    )
-                )
-                _append(conn, "dataset.created", dataset_id, None,
-                        {"epsilon_total": repr(float(epsilon)), "delta_total": repr(float(delta)), "source": "config proposal"})
+                _insert_dataset(conn, dataset_id, epsilon, delta, "config proposal")
             except sa.exc.IntegrityError:
                 return False
         return True
@@ -238,14 +230,7 @@ class Ledger:
         with self._tx() as conn:
             updated = _lock_dataset(conn, dataset_id)
             if updated == 0:
-                conn.execute(
-                    sa.insert(_datasets).values(
-                        dataset_id=dataset_id, epsilon_total=repr(float(epsilon)), delta_total=repr(float(delta)),
-                        created_at=now, updated_at=now, lock_counter=0,
-                    )
-                )
-                _append(conn, "dataset.created", dataset_id, None,
-                        {"epsilon_total": repr(float(epsilon)), "delta_total": repr(float(delta)), "source": "budget set"})
+                _insert_dataset(conn, dataset_id, epsilon, delta, "budget set")
             else:
                 (spent_eps, spent_delta), _ = self._spent(conn, dataset_id)
                 if exact(epsilon) < spent_eps or exact(delta) < spent_delta:
@@ -527,6 +512,13 @@ def _append(conn: Connection, event: str, dataset_id: str, release_id: str | Non
     digest = _event_hash(prev_hash, fields)
     conn.execute(sa.insert(_audit).values(prev_hash=prev_hash, hash=digest, **fields))
     conn.execute(sa.update(_meta).where(_meta.c.key == "audit_head").values(value=f"{seq}:{digest}"))
+
+
+def _insert_dataset(conn: Connection, dataset_id: str, epsilon: float, delta: float, source: str) -> None:
+    now = _now()
+    totals = {"epsilon_total": repr(float(epsilon)), "delta_total": repr(float(delta))}
+    conn.execute(sa.insert(_datasets).values(dataset_id=dataset_id, created_at=now, updated_at=now, lock_counter=0, **totals))
+    _append(conn, "dataset.created", dataset_id, None, {**totals, "source": source})
 
 
 def _lock_dataset(conn: Connection, dataset_id: str) -> int:
