@@ -1,0 +1,35 @@
+"""Internal envelopes: arrays carried between Prefect tasks in memory only.
+
+They are never serialised, persisted or logged.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from pydantic import Field
+
+from fdp.schemas._base import Internal
+
+__all__ = ["CurveBatch", "MeanSummary", "NoisePlan"]
+
+
+class CurveBatch(Internal):
+    """Aligned, per-unit curves (internal: raw data, never persisted)."""
+
+    data_matrix: np.ndarray
+    n_samples: int
+    counts: dict[str, int] = Field(default_factory=dict, description="data-dependent counts for the internal ledger only")
+
+
+class NoisePlan(Internal):
+    """The data-independent plan of a release (an fdpcore MeanPlan)."""
+
+    plan: Any
+
+
+class MeanSummary(Internal):
+    """Pre-noise coefficients (internal: never published, logged or persisted)."""
+
+    coefficients: np.ndarray

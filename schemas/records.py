@@ -1,0 +1,94 @@
+"""Public records: the manifest published beside every release and its parts.
+
+They hold no value computed from the data before noise, except ``n``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import Field
+
+from fdp.schemas._base import Frozen
+
+__all__ = [
+    "BudgetSplit", "NoiseRecord", "OutputFile", "PrivacyRecord", "Provenance", "ReleaseManifest", "SensitivityRecord",
+]
+
+
+class BudgetSplit(Frozen):
+    """One named part of a release's cost; the parts sum exactly to the cost."""
+
+    name: str = Field(min_length=1)
+    epsilon: float = Field(ge=0)
+    delta: float = Field(0.0, ge=0, lt=1)
+
+
+class SensitivityRecord(Frozen):
+    """The sensitivity that set the noise, and the paper's bound for comparison."""
+
+    norm: str = Field(description="norm of the sensitivity, e.g. '1,C' (MATH.md §1.5)")
+    value: float = Field(gt=0, description="the sensitivity used")
+    bound: str = Field(description="formula id of the sensitivity used")
+    paper_bound: float = Field(gt=0, description="the source paper's bound for the same setting")
+    paper_formula: str = Field(description="formula id of the paper's bound")
+
+
+class PrivacyRecord(Frozen):
+    """The guarantee of the release."""
+
+    epsilon: float = Field(gt=0)
+    delta: float = Field(ge=0, lt=1)
+    adjacency: Literal["replace-one"] = "replace-one"
+    privacy_unit: str
+    guarantee: str
+
+
+class NoiseRecord(Frozen):
+    """The noise law and accuracy of the release, computed from the mechanism alone."""
+
+    distribution: str
+    sampler: str
+    whitened_scale: float = Field(gt=0)
+    expected_l2_error: float = Field(ge=0, description="sqrt(E||noise||^2) in source units x sqrt(time)")
+    expected_l2_error_scaled: float = Field(ge=0, description="sqrt(E||noise||_W^2) on the rescaled curves")
+    band_level: float = Field(gt=0, lt=1)
+    band_half_width_max: float = Field(ge=0, description="largest pointwise band half-width (source units)")
+
+
+class OutputFile(Frozen):
+    """A published file and its SHA-256."""
+
+    path: str
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+
+class Provenance(Frozen):
+    """Where a release came from."""
+
+    code_version: str
+    git_sha: str | None = None
+    created_at: datetime
+    config_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    flow_run_id: str | None = None
+
+
+class ReleaseManifest(Frozen):
+    """The public manifest written beside the released Parquet."""
+
+    schema_version: Literal[1] = 1
+    release_id: str
+    dataset_id: str
+    summary: str
+    mechanism: str
+    n: int = Field(ge=1)
+    privacy: PrivacyRecord
+    budget_splits: list[BudgetSplit]
+    sensitivity: SensitivityRecord
+    parameters: dict[str, Any]
+    noise: NoiseRecord
+    formulas: list[str]
+    idealized_numerics: bool = True
+    outputs: list[OutputFile]
+    provenance: Provenance
