@@ -80,6 +80,11 @@ class MeanPlan:
     calibration: LaplaceCalibration
 
     @property
+    def budget_splits(self) -> list[dict[str, float | str]]:
+        """Named parts of one draw's cost; they sum exactly to ``(epsilon, delta)``."""
+        return [{"name": "mean", "epsilon": self.epsilon, "delta": self.delta}]
+
+    @property
     def expected_sq_l2_error(self) -> float:
         """``E||noise||_W^2`` of one draw (MATH.md §3.5)."""
         return iclp_expected_sq_error(self.basis.eigenvalues, self.calibration.scale)

@@ -10,6 +10,7 @@ from fdp.schemas import ReleaseConfig
 from fdp.tasks import (
     cancel_reservation,
     charge_budget,
+    charge_request,
     check_existing_release,
     clip_curves,
     draw_noise,
@@ -43,7 +44,7 @@ def mean_release(
     batch = clip_curves(load_curves(config, config_dir), config)
     plan = plan_release(config, batch.n_samples)
     summary = summarise_curves(batch, plan)
-    charge = charge_budget(ledger_url, release_id, config, config_sha256, plan, batch.counts)
+    charge = charge_budget(ledger_url, release_id, charge_request(config, config_sha256, plan, batch.counts))
     if charge["published"]:  # published concurrently by another run of the same id
         return republish_release(check_existing_release(ledger_url, release_id), out_dir)
     try:

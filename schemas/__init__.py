@@ -16,6 +16,7 @@ from fdp.schemas.config import (
     ReleaseConfig,
     TuningSpec,
 )
+from fdp.schemas.ledger import BudgetAmount, ChargeRequest, LedgerEntry, LedgerProvenance, PeriodBudget, PrivacyBudget
 from fdp.schemas.internal import CurveBatch, MeanSummary, NoisePlan
 from fdp.schemas.records import (
     BudgetSplit,
@@ -29,16 +30,22 @@ from fdp.schemas.records import (
 
 __all__ = [
     "SCHEMA_VERSION",
+    "BudgetAmount",
     "BudgetSplit",
     "BudgetSpec",
+    "ChargeRequest",
     "ClippingSpec",
     "CurveBatch",
     "DatasetSpec",
     "GridSpec",
+    "LedgerEntry",
+    "LedgerProvenance",
     "MeanSummary",
     "NoisePlan",
     "NoiseRecord",
     "OutputFile",
+    "PeriodBudget",
+    "PrivacyBudget",
     "PrivacyRecord",
     "PrivacySpec",
     "Provenance",

@@ -65,7 +65,7 @@ class OutputFile(Frozen):
 
 
 class Provenance(Frozen):
-    """Where a release came from."""
+    """Where a release came from (public part; the ledger adds operator and host)."""
 
     code_version: str
     git_sha: str | None = None

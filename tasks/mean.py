@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
-from prefect.runtime import flow_run
 
 import fdpcore
-from fdp.schemas import CurveBatch, MeanSummary, NoisePlan, ReleaseConfig
+from fdp.schemas import ChargeRequest, CurveBatch, MeanSummary, NoisePlan, ReleaseConfig
 from fdp.tasks import _publish
+from fdp.tasks.ledger import close_release, mark_noised, provenance
 from fdpcore.grids import Grid, make_grid
 from fdpcore.io import read_long_table
-from fdpcore.io.provenance import git_sha
 from fdpcore.ledger import Ledger, ReleaseRecord
 from fdpcore.preprocess import align_long, clip_l2, rescale_long
 from fdpcore.release import draw_mean_release, plan_mean_release, summarise_mean
@@ -29,12 +27,6 @@ def release_grid(config: ReleaseConfig) -> Grid:
     """The public grid of a release config."""
     g = config.grid
     return make_grid(g.rule, size=g.size, points=g.points, domain_range=g.domain)
-
-
-@data_task(name="check-existing-release")
-def check_existing_release(ledger_url: str, release_id: str) -> ReleaseRecord | None:
-    """The ledger row of ``release_id`` if it exists (for idempotent re-runs)."""
-    return Ledger(ledger_url).get(release_id)
 
 
 @data_task(name="load-curves")
@@ -88,38 +80,11 @@ def summarise_curves(batch: CurveBatch, plan: NoisePlan) -> MeanSummary:
     return MeanSummary(coefficients=summarise_mean(batch.data_matrix, plan.plan))
 
 
-@data_task(name="charge-budget")
-def charge_budget(
-    ledger_url: str, release_id: str, config: ReleaseConfig, config_sha256: str, plan: NoisePlan, counts: dict[str, int]
-) -> dict[str, Any]:
-    """Reserve the release's full cost atomically in the ledger, before any noise exists."""
-    p = plan.plan
-    outcome = Ledger(ledger_url).reserve(
-        release_id=release_id, dataset_id=config.dataset.id, epsilon=p.epsilon, delta=p.delta,
-        config_sha256=config_sha256, summary=config.summary, mechanism=p.estimator,
-        sensitivity_formula=p.sensitivity_formula,
-        budget_splits=[{"name": "mean", "epsilon": p.epsilon, "delta": p.delta}],
-        provenance=_provenance(config_sha256), internal={"counts": counts},
-    )
-    return {"charged": outcome.charged, "published": outcome.published}
-
-
 @task(name="draw-noise", retries=0, cache_policy=NO_CACHE, persist_result=False)
 def draw_noise(ledger_url: str, release_id: str, plan: NoisePlan, summary: MeanSummary) -> Any:
     """Mark the charge as final, then draw OpenDP noise once (no retries, no cache, no persistence)."""
-    Ledger(ledger_url).mark_noised(release_id)
+    mark_noised(ledger_url, release_id)
     return draw_mean_release(plan.plan, summary.coefficients, draws=1)[0]
-
-
-@data_task(name="cancel-reservation")
-def cancel_reservation(ledger_url: str, release_id: str) -> bool:
-    """Give back a reservation whose release failed before any noise was drawn."""
-    ledger = Ledger(ledger_url)
-    record = ledger.get(release_id)
-    if record is not None and record.state == "reserved":
-        ledger.cancel(release_id)
-        return True
-    return False
 
 
 @data_task(name="publish-release")
@@ -127,11 +92,10 @@ def publish_release(
     ledger_url: str, release_id: str, config: ReleaseConfig, config_sha256: str, plan: NoisePlan, values: Any, out_dir: str
 ) -> dict[str, Any]:
     """Write Parquet + manifest, create the Prefect artifacts, close the ledger entry."""
-    ledger = Ledger(ledger_url)
-    public = _publish.public_release(release_id, config, plan.plan, values, _provenance(config_sha256))
-    ledger.publish(release_id, public)  # first: a crash after this is recovered by a re-run from the ledger
+    public = _publish.public_release(release_id, config, plan.plan, values, provenance(config_sha256, public=True))
+    close_release(ledger_url, release_id, public)  # first: a crash after this is recovered by a re-run from the ledger
     manifest = _publish.write_release(public, Path(out_dir))
-    budget = ledger.budgets(config.dataset.id)[0]
+    budget = Ledger(ledger_url).budgets(config.dataset.id)[0]
     _publish.create_artifacts(manifest, budget.as_dict())
     return manifest
 
@@ -144,11 +108,11 @@ def republish_release(record: ReleaseRecord, out_dir: str) -> dict[str, Any]:
     return _publish.write_release(record.public, Path(out_dir))
 
 
-def _provenance(config_sha256: str) -> dict[str, Any]:
-    return {
-        "code_version": fdpcore.__version__,
-        "git_sha": git_sha(),
-        "created_at": datetime.now(UTC).isoformat(),
-        "config_sha256": config_sha256,
-        "flow_run_id": str(flow_run.id) if flow_run.id else None,
-    }
+def charge_request(config: ReleaseConfig, config_sha256: str, plan: NoisePlan, counts: dict[str, int]) -> ChargeRequest:
+    """What the ledger is asked to charge for a mean release (its parts sum exactly to the cost)."""
+    p = plan.plan
+    return ChargeRequest(
+        dataset_id=config.dataset.id, summary=config.summary, mechanism=p.estimator, epsilon=p.epsilon,
+        delta=p.delta, sensitivity_formula=p.sensitivity_formula, budget_splits=p.budget_splits,
+        config_sha256=config_sha256, internal={"counts": counts},
+    )

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import getpass
+import socket
 import subprocess
 from pathlib import Path
 
-__all__ = ["git_sha"]
+__all__ = ["git_sha", "operator_host"]
 
 
 def git_sha() -> str | None:
@@ -19,3 +21,12 @@ def git_sha() -> str | None:
         return None
     sha = out.stdout.strip()
     return sha if out.returncode == 0 and len(sha) == 40 else None
+
+
+def operator_host() -> tuple[str, str]:
+    """The OS user running fdp and the host name (recorded in the ledger, never in public files)."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown"
+    return user, socket.gethostname()

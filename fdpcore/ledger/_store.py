@@ -294,6 +294,8 @@ class Ledger:
         budget_splits: list[dict[str, Any]],
         provenance: dict[str, Any],
         internal: dict[str, Any],
+        period: str | None = None,
+        rho: float | None = None,
     ) -> ReserveOutcome:
         """Charge a release's full cost atomically, before any noise exists.
 

@@ -1,0 +1,95 @@
+"""Ledger tasks shared by every release flow: look up, charge, mark noised, cancel, close.
+
+Each summary's flow calls them in the same order (DESIGN.md invariant 2): charge the full
+cost atomically before any noise exists, mark the charge final immediately before the noise
+is drawn, cancel only while no noise exists, and close the entry with the public outputs.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from functools import partial
+from typing import Any
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+from prefect.runtime import flow_run
+
+import fdpcore
+from fdp.schemas import ChargeRequest
+from fdpcore.io.provenance import git_sha, operator_host
+from fdpcore.ledger import Ledger, ReleaseRecord
+
+# Ledger state must never come from a cache, and release records never persist as Prefect results.
+ledger_task = partial(task, cache_policy=NO_CACHE, persist_result=False)
+
+__all__ = [
+    "cancel_reservation",
+    "charge_budget",
+    "check_existing_release",
+    "close_release",
+    "ledger_task",
+    "mark_noised",
+    "provenance",
+]
+
+
+def provenance(config_sha256: str, *, public: bool = False) -> dict[str, Any]:
+    """Provenance of a release run: code version and git commit, config hash, flow run, operator, host.
+
+    ``public=True`` leaves out the operator and host: they go to the ledger, not into public files.
+    """
+    record: dict[str, Any] = {
+        "code_version": fdpcore.__version__,
+        "git_sha": git_sha(),
+        "created_at": datetime.now(UTC).isoformat(),
+        "config_sha256": config_sha256,
+        "flow_run_id": str(flow_run.id) if flow_run.id else None,
+    }
+    if not public:
+        record["operator"], record["host"] = operator_host()
+    return record
+
+
+@ledger_task(name="check-existing-release")
+def check_existing_release(ledger_url: str, release_id: str) -> ReleaseRecord | None:
+    """The ledger row of ``release_id`` if it exists (for idempotent re-runs)."""
+    return Ledger(ledger_url).get(release_id)
+
+
+@ledger_task(name="charge-budget")
+def charge_budget(ledger_url: str, release_id: str, request: ChargeRequest) -> dict[str, Any]:
+    """Reserve the release's full cost atomically in the ledger, before any noise exists.
+
+    Returns ``{"charged": bool, "published": bool}``: a re-run of a published id charges nothing.
+    """
+    outcome = Ledger(ledger_url).reserve(
+        release_id=release_id, dataset_id=request.dataset_id, epsilon=request.epsilon, delta=request.delta,
+        config_sha256=request.config_sha256, summary=request.summary, mechanism=request.mechanism,
+        sensitivity_formula=request.sensitivity_formula,
+        budget_splits=[s.model_dump(mode="json") for s in request.budget_splits],
+        provenance=provenance(request.config_sha256), internal=request.internal, period=request.period,
+        rho=request.rho,
+    )
+    return {"charged": outcome.charged, "published": outcome.published}
+
+
+def mark_noised(ledger_url: str, release_id: str) -> None:
+    """Make the charge final; call inside a noise task immediately before the draw (never refunded after)."""
+    Ledger(ledger_url).mark_noised(release_id)
+
+
+@ledger_task(name="cancel-reservation")
+def cancel_reservation(ledger_url: str, release_id: str) -> bool:
+    """Give back a reservation whose release failed before any noise was drawn."""
+    ledger = Ledger(ledger_url)
+    record = ledger.get(release_id)
+    if record is not None and record.state == "reserved":
+        ledger.cancel(release_id)
+        return True
+    return False
+
+
+def close_release(ledger_url: str, release_id: str, public: dict[str, Any]) -> None:
+    """Store the public outputs and close the ledger entry (before any file is written)."""
+    Ledger(ledger_url).publish(release_id, public)
