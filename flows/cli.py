@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from fdp.flows.config import config_sha256, format_validation_error, load_config
-from fdp.flows.mean_release import mean_release
+from fdp.flows.registry import SUMMARIES
 from fdp.schemas import BudgetSpec, ReleaseConfig, ReleaseManifest
 from fdpcore.errors import BudgetExceededError, FdpError, LedgerError
 from fdpcore.ledger import Ledger, default_ledger_url
@@ -113,7 +113,7 @@ def _release(config_path: Path, out: str | None, ledger_url: str | None, release
     ledger.ensure_dataset(config.dataset.id, config.budget.epsilon, config.budget.delta)
     rid = release_id or f"{config.dataset.id}-{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
     out_dir = Path(out) if out else Path("releases") / rid
-    manifest = mean_release(
+    manifest = SUMMARIES[config.summary].flow(
         config=config, config_sha256=config_sha256(config), config_dir=str(config_path.resolve().parent),
         out_dir=str(out_dir), ledger_url=url, release_id=rid,
     )

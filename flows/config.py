@@ -5,16 +5,20 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
-from fdp.schemas import ReleaseConfig
+from fdp.flows.registry import SUMMARIES
 from fdpcore.errors import ConfigError
 
 
-def load_config(path: str | Path) -> ReleaseConfig:
-    """Read and validate a YAML release config; errors name the file and the field."""
+def load_config(path: str | Path) -> Any:
+    """Read and validate a YAML release config; errors name the file and the field.
+
+    The config's ``summary`` (default ``"mean"``) selects its model in :data:`fdp.flows.registry.SUMMARIES`.
+    """
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
@@ -28,8 +32,11 @@ def load_config(path: str | Path) -> ReleaseConfig:
         raise ConfigError(f"{p.name}: not valid YAML ({str(exc).splitlines()[0]})") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{p.name}: the config must be a YAML mapping")
+    summary = raw.get("summary", "mean")
+    if summary not in SUMMARIES:
+        raise ConfigError(f"{p.name}: invalid config\n  summary: {summary!r} must be one of {sorted(SUMMARIES)}")
     try:
-        return ReleaseConfig.model_validate(raw)
+        return SUMMARIES[summary].config_model.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(f"{p.name}: invalid config\n{format_validation_error(exc)}") from None
 
@@ -44,7 +51,7 @@ def format_validation_error(exc: ValidationError) -> str:
     return "\n".join(lines)
 
 
-def config_sha256(config: ReleaseConfig) -> str:
+def config_sha256(config: BaseModel) -> str:
     """SHA-256 of the canonical JSON of a validated config (public; identifies the release definition)."""
     canonical = json.dumps(config.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()

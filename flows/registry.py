@@ -1,0 +1,35 @@
+"""Which config model and which flow serve each ``summary`` of a release config.
+
+A new summary registers here once; ``fdp release`` and :func:`fdp.flows.config.load_config`
+dispatch on the config's ``summary`` key (default ``"mean"``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+
+from fdp.flows.mean_release import mean_release
+from fdp.schemas import ReleaseConfig
+
+__all__ = ["SUMMARIES", "Summary"]
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A releasable summary: its config model and its flow.
+
+    The flow is called as ``flow(config=..., config_sha256=..., config_dir=..., out_dir=...,
+    ledger_url=..., release_id=...)`` and returns the public manifest (a dict).
+    """
+
+    config_model: type[BaseModel]
+    flow: Callable[..., dict[str, Any]]
+
+
+SUMMARIES: dict[str, Summary] = {
+    "mean": Summary(ReleaseConfig, mean_release),
+}
