@@ -30,6 +30,9 @@ __all__ = [
     "iclp_pointwise_band",
     "iclp_pointwise_sd",
     "sample_iclp_coefficients",
+    "sample_laplace_whitened",
+    "whitened_expected_sq_error",
+    "whitened_pointwise_band",
 ]
 
 
@@ -111,16 +114,77 @@ def sample_iclp_coefficients(
         raise DomainError("coefficients must be finite")
     draws = _validate.positive_int("draws", draws)
     root = np.sqrt(lam)
-    z = theta / root
+    noisy = sample_laplace_whitened(theta / root, calibration, draws=draws, rng=rng)
+    return noisy * root
+
+
+def sample_laplace_whitened(
+    z: ArrayLike, calibration: LaplaceCalibration, *, draws: int = 1, rng: np.random.Generator | None = None
+) -> NDArrayFloat:
+    """Add i.i.d. ``Lap(scale)`` to each whitened coordinate: ``draws x d`` (MATH.md §3.3, §4.1, §4.5).
+
+    Secure: OpenDP's vector Laplace, whose l1 privacy map is checked against ``epsilon`` first.
+
+    Privacy assumptions: ``z`` has l1 sensitivity at most ``calibration.sensitivity``.
+
+    >>> cal = calibrate_iclp(0.1, 1.0, n_basis=2, secure=False)
+    >>> sample_laplace_whitened([0.0, 1.0], cal, draws=2, rng=np.random.default_rng(0)).shape
+    (2, 2)
+    """
+    zz = np.asarray(z, dtype=np.float64)
+    if zz.ndim != 1 or not np.all(np.isfinite(zz)):
+        raise DomainError("z must be a finite 1-D array of whitened coordinates")
+    draws = _validate.positive_int("draws", draws)
     if calibration.secure:
-        meas = _opendp_laplace(z.shape[0], calibration.scale)
+        meas = _opendp_laplace(zz.shape[0], calibration.scale)
         if meas.map(calibration.sensitivity) > calibration.epsilon:
             raise InternalError("OpenDP privacy map exceeds epsilon for the calibrated scale")
-        noisy = np.array([meas(z.tolist()) for _ in range(draws)], dtype=np.float64)
-    else:
-        gen = rng if rng is not None else np.random.default_rng()
-        noisy = z + gen.laplace(0.0, calibration.scale, size=(draws, z.shape[0]))
-    return noisy * root
+        return np.array([meas(zz.tolist()) for _ in range(draws)], dtype=np.float64)
+    gen = rng if rng is not None else np.random.default_rng()
+    return zz + gen.laplace(0.0, calibration.scale, size=(draws, zz.shape[0]))
+
+
+def whitened_expected_sq_error(recolour: ArrayLike, weights: ArrayLike, variance: float) -> float:
+    """``E||xi R||_W^2 = v sum_i R_i W R_i^T`` for i.i.d. whitened noise of variance ``v`` (formula ``noise.whitened.expected_sq_l2@1``).
+
+    ``R`` (d x K) maps whitened coordinates to grid values. For ICLP (``R_j = sqrt(lambda_j) phi_j``,
+    ``v = 2 b^2``) it is ``2 b^2 sum_j lambda_j`` (MATH.md §3.5); for GP-ADP ``sigma^2 tr(C)`` (§4.4).
+
+    >>> whitened_expected_sq_error([[1.0, 0.0], [0.0, 2.0]], [0.5, 0.5], 2.0)
+    5.0
+    """
+    r = np.asarray(recolour, dtype=np.float64)
+    w = np.asarray(weights, dtype=np.float64)
+    return float(variance * np.einsum("ik,k,ik->", r, w, r))
+
+
+def whitened_pointwise_band(
+    recolour: ArrayLike,
+    scale: float,
+    distribution: str,
+    *,
+    level: float = 0.95,
+    n_sim: int = 20000,
+    rng: np.random.Generator | None = None,
+) -> NDArrayFloat:
+    """Half-width ``h_k`` with ``P(|noise(t_k)| <= h_k) = level``, by simulating the noise alone.
+
+    ``distribution`` is ``"laplace"`` (scale ``b``) or ``"gaussian"`` (sd ``sigma``) on the whitened
+    coordinates; ``recolour`` (d x K) maps them to the grid. No data enters, so it may be published.
+
+    >>> h = whitened_pointwise_band([[1.0]], 1.0, "gaussian", rng=np.random.default_rng(0))
+    >>> bool(abs(h[0] - 1.96) < 0.1)
+    True
+    """
+    r = np.asarray(recolour, dtype=np.float64)
+    if not 0 < level < 1:
+        raise DomainError(f"level ({level!r}) must be in (0, 1)")
+    if distribution not in ("laplace", "gaussian"):
+        raise DomainError(f"distribution ({distribution!r}) must be 'laplace' or 'gaussian'")
+    gen = rng if rng is not None else np.random.default_rng()
+    draw = gen.laplace if distribution == "laplace" else gen.normal
+    noise = draw(0.0, scale, size=(n_sim, r.shape[0]))
+    return np.quantile(np.abs(noise @ r), level, axis=0)
 
 
 def iclp_expected_sq_error(eigenvalues: ArrayLike, scale: float) -> float:
