@@ -7,6 +7,7 @@ depend on the other records, so it is privacy-neutral. Data-dependent counts
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -74,8 +75,7 @@ def align_long(
     v = np.asarray(values, dtype=np.float64)
     if not (u.shape == t.shape == v.shape) or u.ndim != 1:
         raise DomainError("units, times and values must be 1-D arrays of the same length")
-    unit_codes, unit_index = pd.factorize(u, sort=True)
-    n_units = int(unit_index.shape[0])
+    unit_codes, n_units = _codes(u, "units")
     if n_units == 0:
         raise DomainError("no privacy units: the input has zero rows")
     if curves is None:
@@ -84,16 +84,20 @@ def align_long(
         c = np.asarray(curves)
         if c.shape != u.shape:
             raise DomainError("curves must have the same length as units")
-        curve_codes, _ = pd.factorize(c, sort=True)
+        curve_codes, _ = _codes(c, "curves")
     finite = np.isfinite(t) & np.isfinite(v)
     n_dropped = int((~finite).sum())
     frame = pd.DataFrame({"u": unit_codes[finite], "c": curve_codes[finite], "t": t[finite], "v": v[finite]})
     n_before = len(frame)
-    frame = frame.groupby(["u", "c", "t"], sort=True, as_index=False)["v"].mean()
+    # Average repeated (unit, curve, t) rows as a sum of v / count: a convex combination
+    # computed without overflow for any finite values (a plain sum could overflow).
+    keys = ["u", "c", "t"]
+    frame["v"] = frame["v"] / frame.groupby(keys, sort=False)["v"].transform("size")
+    frame = frame.groupby(keys, sort=True, as_index=False)["v"].sum()
     n_merged = n_before - len(frame)
     # one segment per (unit, curve); frame is sorted by (u, c, t)
-    seg_key = frame["u"].to_numpy() * (int(curve_codes.max(initial=0)) + 1) + frame["c"].to_numpy()
-    seg_start = np.flatnonzero(np.r_[True, seg_key[1:] != seg_key[:-1]]) if len(frame) else np.zeros(0, int)
+    fu, fc = frame["u"].to_numpy(), frame["c"].to_numpy()
+    seg_start = np.flatnonzero(np.r_[True, (fu[1:] != fu[:-1]) | (fc[1:] != fc[:-1])]) if len(frame) else np.zeros(0, int)
     seg_end = np.r_[seg_start[1:], len(frame)].astype(np.int64)
     tt = frame["t"].to_numpy()
     vv = frame["v"].to_numpy()
@@ -104,7 +108,7 @@ def align_long(
     tmin = tt[seg_start] if len(frame) else np.zeros(0)
     tmax = tt[np.maximum(seg_end - 1, 0)] if len(frame) else np.zeros(0)
     ok &= (tmin <= g[0] + tol) & (tmax >= g[-1] - tol)
-    seg_unit = frame["u"].to_numpy()[seg_start] if len(frame) else np.zeros(0, int)
+    seg_unit = fu[seg_start] if len(frame) else np.zeros(0, int)
     good = np.flatnonzero(ok)
     k = g.shape[0]
     aligned = np.zeros((good.shape[0], k))
@@ -123,11 +127,30 @@ def align_long(
     data = np.zeros((n_units, k))
     counts = np.zeros(n_units)
     if good.shape[0]:
-        np.add.at(data, seg_unit[good], aligned)
         np.add.at(counts, seg_unit[good], 1.0)
+        # a unit's record is the average of its curves, again as a sum of x / count
+        np.add.at(data, seg_unit[good], aligned / counts[seg_unit[good], None])
     has = counts > 0
-    data[has] /= counts[has, None]
+    # Every entry is a convex combination of finite values, so its exact value is finite;
+    # only rounding at the edge of the float range can give +-inf: round it to +-max.
+    big = np.finfo(np.float64).max
+    np.clip(data, -big, big, out=data)
     return AlignedCurves(data, n_units, int((~has).sum()), n_dropped, int(n_merged))
+
+
+def _codes(ids: np.ndarray, name: str) -> tuple[np.ndarray, int]:
+    """Integer codes of ids in a deterministic order (ids of mixed types are ordered by type, then text)."""
+    try:
+        codes, uniques = pd.factorize(ids, sort=True)
+    except TypeError:  # ids of mixed, mutually unorderable types
+        codes, uniques = pd.factorize(ids, sort=False)
+        order = sorted(range(len(uniques)), key=lambda j: (type(uniques[j]).__name__, str(uniques[j])))
+        rank = np.empty(len(order), dtype=np.int64)
+        rank[order] = np.arange(len(order))
+        codes = np.where(codes >= 0, rank[np.maximum(codes, 0)], -1)
+    if np.any(codes < 0):
+        raise DomainError(f"{name} must not contain missing ids (None or NaN)")
+    return codes, len(uniques)
 
 
 def _segment_searchsorted(tt: NDArrayFloat, lo: NDArrayFloat, hi: NDArrayFloat, q: NDArrayFloat) -> NDArrayFloat:
@@ -180,19 +203,37 @@ def clip_l2(data_matrix: ArrayLike, weights: ArrayLike, tau: float) -> tuple[NDA
     tau = _validate.positive_finite("tau", tau)
     x = _validate.finite_matrix("data_matrix", data_matrix)
     w = np.asarray(weights, dtype=np.float64)
-    norms = np.sqrt(np.einsum("ik,k,ik->i", x, w, x))
+    norms = _weighted_norms(x, w)
     over = norms > tau
     factor = np.ones_like(norms)
     factor[over] = tau / norms[over]
     out = x * factor[:, None]
-    # rounding can leave a clipped norm a few ulps above tau; shrink by one ulp until it holds
-    out_norms = np.sqrt(np.einsum("ik,k,ik->i", out, w, out))
-    bad = out_norms > tau
+    # rounding can leave a clipped norm a few ulps above tau (by either way of computing it);
+    # shrink by a few ulps until it holds
+    bad = _above(out, w, tau)
     while np.any(bad):
         out[bad] = out[bad] * (1.0 - 4 * np.finfo(float).eps)
-        out_norms = np.sqrt(np.einsum("ik,k,ik->i", out, w, out))
-        bad = out_norms > tau
+        bad = _above(out, w, tau)
     return out, int(over.sum())
+
+
+def _above(x: NDArrayFloat, w: NDArrayFloat, tau: float) -> NDArrayFloat:
+    """Rows whose norm exceeds tau, computed scaled (no overflow) or directly (as ``Grid.norm`` does)."""
+    with np.errstate(over="ignore"):
+        direct = np.sqrt(np.einsum("ik,k,ik->i", x, w, x))
+    out: NDArrayFloat = (_weighted_norms(x, w) > tau) | (np.isfinite(direct) & (direct > tau))
+    return out
+
+
+def _weighted_norms(x: NDArrayFloat, w: NDArrayFloat) -> NDArrayFloat:
+    """``||x_i||_W`` for each row without overflow or underflow: rows are scaled by their max first."""
+    m = np.max(np.abs(x), axis=1, initial=0.0)
+    safe = np.where(m > 0, m, 1.0)
+    y = x / safe[:, None]
+    # m * sqrt(.) may overflow to inf only when the true norm exceeds the float range
+    with np.errstate(over="ignore"):
+        out: NDArrayFloat = m * np.sqrt(np.einsum("ik,k,ik->i", y, w, y))
+    return out
 
 
 def rescale_long(
@@ -218,11 +259,23 @@ def rescale_long(
     a, b = float(time_domain[0]), float(time_domain[1])
     c, d = float(grid_domain[0]), float(grid_domain[1])
     scale = _validate.positive_finite("value_scale", value_scale, privacy=False)
+    for name, lo, hi in (("time_domain", a, b), ("grid_domain", c, d)):
+        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi and math.isfinite(hi - lo)):
+            raise DomainError(f"{name} ([{lo!r}, {hi!r}]) must be finite with a < b and a finite width b - a")
+    offset = float(value_offset)
+    if not math.isfinite(offset):
+        raise DomainError(f"value_offset ({value_offset!r}) must be finite")
     t = np.asarray(times, dtype=np.float64)
     outside = (t < a) | (t > b)
     mapped = c + (t - a) * ((d - c) / (b - a))
     mapped = np.where(outside, np.nan, np.clip(mapped, c, d))
-    v = (np.asarray(values, dtype=np.float64) - float(value_offset)) / scale
+    raw = np.asarray(values, dtype=np.float64)
+    with np.errstate(over="ignore"):
+        v = (raw - offset) / scale
+    # a finite value whose rescaled value overflows saturates at +-max (it is clipped to tau later);
+    # non-finite inputs stay non-finite (and are ignored by the alignment)
+    big = np.finfo(np.float64).max
+    v = np.where(np.isfinite(raw), np.clip(v, -big, big), v)
     return mapped, v, int(outside.sum())
 
 

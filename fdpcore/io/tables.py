@@ -1,7 +1,14 @@
-"""Reading long-format curve tables and writing released curves (Parquet via pyarrow)."""
+"""Reading long-format curve tables (Parquet or CSV via pyarrow), with errors that name file, column and row.
+
+Every error raised here is a :class:`~fdpcore.errors.DataError` whose message names the
+file, the column and (where there is one) the data row, and says what to do. Messages never
+contain a data value: a bad entry is located by its row and column, never quoted, and
+pyarrow's own messages (which quote the offending text) are not passed on.
+"""
 
 from __future__ import annotations
 
+import csv
 import io
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,65 +48,183 @@ def read_long_table(
 ) -> LongTable:
     """Read the columns of a long-format table, with errors that name file, column and row.
 
+    Rows are numbered from 1, the header excluded (data row 1 is the first row below a
+    CSV header). Only the named columns are read. Times and values must be numeric
+    (integers, floats, decimals, or text that parses as a number); empty, ``NaN`` and
+    ``±inf`` entries are kept here (the alignment ignores them and counts them).
+
+    >>> import tempfile, os
+    >>> d = tempfile.mkdtemp()
+    >>> with open(os.path.join(d, "x.csv"), "w") as fh:
+    ...     _ = fh.write("id,t,y\\na,0,1.5\\na,1,\\n")
+    >>> tb = read_long_table(os.path.join(d, "x.csv"), "csv", unit_column="id", time_column="t", value_column="y")
+    >>> tb.units.tolist(), tb.times.tolist(), tb.n_rows
+    (['a', 'a'], [0.0, 1.0], 2)
+
     Raises:
-        DataError: missing/unreadable file, missing or duplicate columns, non-numeric
-            time or value entries (the first offending row is named), zero rows.
+        DataError: missing/unreadable file, wrong format or delimiter, missing or duplicate
+            columns, a column of a non-numeric type, a non-numeric time or value entry (the
+            first offending row is named), a missing unit or curve id, zero rows.
     """
     p = Path(path)
     if not p.exists():
-        raise DataError(f"dataset.path: file {str(p)!r} does not exist")
+        raise DataError(f"dataset.path: file {str(p)!r} does not exist; check the path (relative paths are resolved against the config file)")
     if not p.is_file():
         raise DataError(f"dataset.path: {str(p)!r} is not a file")
-    wanted = [c for c in (unit_column, time_column, value_column, curve_column) if c is not None]
-    table = _read(p, fmt, csv_delimiter)
-    names = table.column_names
-    dupes = sorted({c for c in names if names.count(c) > 1})
-    if dupes:
-        raise DataError(f"{p.name}: duplicate column names {dupes}; rename them so each column is unique")
-    missing = [c for c in wanted if c not in names]
-    if missing:
-        raise DataError(f"{p.name}: missing column(s) {missing}; the file has columns {names}")
+    wanted = list(dict.fromkeys(c for c in (unit_column, time_column, value_column, curve_column) if c is not None))
+    if fmt == "parquet":
+        table = _read_parquet(p, wanted)
+    elif fmt == "csv":
+        table = _read_csv(p, wanted, csv_delimiter)
+    else:
+        raise DataError(f"dataset.format ({fmt!r}) must be 'parquet' or 'csv'")
     if table.num_rows == 0:
-        raise DataError(f"{p.name}: the file has zero rows")
-    frame = table.select(wanted).to_pandas()
-    times = _numeric(frame[time_column], p.name, time_column)
-    values = _numeric(frame[value_column], p.name, value_column)
-    units = frame[unit_column].to_numpy()
-    if pd.isna(frame[unit_column]).any():
-        row = int(np.flatnonzero(pd.isna(frame[unit_column]).to_numpy())[0])
-        raise DataError(f"{p.name}: column {unit_column!r} has a missing privacy-unit id at row {row + 1}")
-    curves = frame[curve_column].to_numpy() if curve_column is not None else None
+        raise DataError(f"{p.name}: the file has zero data rows; check dataset.path")
+    _check_id_type(table, p.name, unit_column, "privacy-unit id")
+    if curve_column is not None:
+        _check_id_type(table, p.name, curve_column, "curve id")
+    times = _numeric(table.column(time_column), p.name, time_column)
+    values = _numeric(table.column(value_column), p.name, value_column)
+    units = _ids(table.column(unit_column), p.name, unit_column, "privacy-unit id")
+    curves = _ids(table.column(curve_column), p.name, curve_column, "curve id") if curve_column is not None else None
     return LongTable(units, times, values, curves, int(table.num_rows))
 
 
-def _read(p: Path, fmt: str, delimiter: str) -> pa.Table:
-    if fmt == "parquet":
-        try:
-            return pq.read_table(p)
-        except (pa.ArrowInvalid, OSError) as exc:
-            raise DataError(f"{p.name}: not a readable Parquet file ({type(exc).__name__}); check dataset.format and the file") from None
-    if fmt == "csv":
-        try:
-            raw = p.read_bytes()
-            raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise DataError(f"{p.name}: not UTF-8 text (byte {exc.start}); re-encode the CSV as UTF-8") from None
-        if not raw.strip():
-            raise DataError(f"{p.name}: the file is empty")
-        try:
-            return pacsv.read_csv(io.BytesIO(raw), parse_options=pacsv.ParseOptions(delimiter=delimiter))
-        except pa.ArrowInvalid as exc:
-            first = str(exc).splitlines()[0][:200]
-            raise DataError(f"{p.name}: CSV could not be parsed with delimiter {delimiter!r} ({first}); check dataset.csv_delimiter") from None
-    raise DataError(f"dataset.format ({fmt!r}) must be 'parquet' or 'csv'")
+def _check_columns(names: list[str], wanted: list[str], fname: str, hint: str = "") -> None:
+    dupes = sorted({c for c in names if names.count(c) > 1})
+    if dupes:
+        raise DataError(f"{fname}: duplicate column names {dupes}; rename them so each column is unique")
+    missing = [c for c in wanted if c not in names]
+    if missing:
+        raise DataError(
+            f"{fname}: missing column(s) {missing}; the file has columns {names[:50]}{hint}. "
+            "Check dataset.unit_column, dataset.time_column, dataset.value_column and dataset.curve_column"
+        )
 
 
-def _numeric(col: pd.Series, fname: str, name: str) -> NDArrayFloat:
-    if pd.api.types.is_bool_dtype(col):
+def _read_parquet(p: Path, wanted: list[str]) -> pa.Table:
+    try:
+        schema = pq.read_schema(p)
+        _check_columns(list(schema.names), wanted, p.name)
+        return pq.read_table(p, columns=wanted)
+    except DataError:
+        raise
+    except (pa.ArrowException, OSError) as exc:
+        raise DataError(
+            f"{p.name}: not a readable Parquet file ({type(exc).__name__}); check dataset.format and the file"
+        ) from None
+
+
+def _read_csv(p: Path, wanted: list[str], delimiter: str) -> pa.Table:
+    try:
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise DataError(f"{p.name}: the file cannot be read ({exc.strerror}); check its permissions") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{p.name}: not UTF-8 text (byte {exc.start}); re-encode the CSV as UTF-8 (or check dataset.format)") from None
+    if not text.strip():
+        raise DataError(f"{p.name}: the file is empty")
+    if "\x00" in text:
+        raise DataError(f"{p.name}: the file contains NUL bytes; it is not a CSV text file (check dataset.format)")
+    try:
+        header = next(csv.reader(io.StringIO(text), delimiter=delimiter))
+    except (csv.Error, StopIteration):
+        raise DataError(f"{p.name}: the CSV header cannot be parsed with delimiter {delimiter!r}; check dataset.csv_delimiter") from None
+    hint = ""
+    if len(header) == 1 and any(d in header[0] for d in ",;\t|" if d != delimiter):
+        hint = f" (one column only: is dataset.csv_delimiter ({delimiter!r}) the file's delimiter?)"
+    _check_columns(header, wanted, p.name, hint)
+    # Wanted columns are read as text and converted by _numeric, so a bad entry is
+    # reported by row (pyarrow's conversion errors would quote the entry itself).
+    convert = pacsv.ConvertOptions(
+        include_columns=wanted, column_types={c: pa.string() for c in wanted}, strings_can_be_null=True,
+    )
+    parse = pacsv.ParseOptions(delimiter=delimiter)
+    try:
+        return pacsv.read_csv(io.BytesIO(raw), parse_options=parse, convert_options=convert)
+    except pa.ArrowInvalid:
+        pass
+    bad: list[tuple[int | None, int, int]] = []
+
+    def handler(row: pacsv.InvalidRow) -> str:
+        bad.append((row.number, row.expected_columns, row.actual_columns))
+        return "error"
+
+    try:
+        pacsv.read_csv(io.BytesIO(raw), read_options=pacsv.ReadOptions(use_threads=False),
+                       parse_options=pacsv.ParseOptions(delimiter=delimiter, invalid_row_handler=handler),
+                       convert_options=convert)
+    except pa.ArrowInvalid:
+        pass
+    if bad:
+        number, expected, actual = bad[0]
+        where = f"row {number} (the header is row 1)" if number is not None else "a row"
+        raise DataError(
+            f"{p.name}: CSV {where} has {actual} fields but the header has {expected}; "
+            "fix the row or check dataset.csv_delimiter and quoting"
+        )
+    raise DataError(f"{p.name}: CSV could not be parsed with delimiter {delimiter!r}; check dataset.csv_delimiter and quoting")
+
+
+def _type_name(t: pa.DataType) -> str:
+    return str(t.value_type) if pa.types.is_dictionary(t) else str(t)
+
+
+def _check_id_type(table: pa.Table, fname: str, name: str, what: str) -> None:
+    t = table.schema.field(name).type
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    if pa.types.is_nested(t) or pa.types.is_null(t) and table.num_rows:
+        if pa.types.is_null(t):
+            raise DataError(f"{fname}: column {name!r} has a missing {what} at row 1; every row needs one")
+        raise DataError(f"{fname}: column {name!r} has type {t}; a {what} must be a single integer or string")
+
+
+def _ids(col: pa.ChunkedArray, fname: str, name: str, what: str) -> AnyArray:
+    if col.null_count:
+        row = int(np.flatnonzero(col.is_null(nan_is_null=True).to_numpy(zero_copy_only=False))[0])
+        raise DataError(f"{fname}: column {name!r} has a missing {what} at row {row + 1}; every row needs one")
+    if pa.types.is_floating(col.type) or (pa.types.is_dictionary(col.type) and pa.types.is_floating(col.type.value_type)):
+        nan = col.is_null(nan_is_null=True).to_numpy(zero_copy_only=False)
+        if nan.any():
+            row = int(np.flatnonzero(nan)[0])
+            raise DataError(f"{fname}: column {name!r} has a missing {what} at row {row + 1}; every row needs one")
+    out: AnyArray = col.to_pandas().to_numpy()
+    return out
+
+
+def _numeric(col: pa.ChunkedArray, fname: str, name: str) -> NDArrayFloat:
+    t = col.type.value_type if pa.types.is_dictionary(col.type) else col.type
+    if pa.types.is_boolean(t):
         raise DataError(f"{fname}: column {name!r} is boolean; it must be numeric")
-    converted = pd.to_numeric(col, errors="coerce")
-    bad = converted.isna().to_numpy() & ~pd.isna(col).to_numpy()
+    if pa.types.is_temporal(t):
+        raise DataError(
+            f"{fname}: column {name!r} has type {t}; it must be numeric (convert dates/times to numbers in "
+            "the source units of dataset.time_domain)"
+        )
+    if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t) or pa.types.is_null(t)
+            or pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)):
+        raise DataError(f"{fname}: column {name!r} has type {_type_name(col.type)}; it must be numeric")
+    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_null(t):
+        series = pd.Series(col.to_numpy(zero_copy_only=False))
+        return pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    series = pd.Series(col.to_pandas(), dtype=object)
+    if pa.types.is_decimal(t):
+        series = series.map(lambda x: float(x) if x is not None else np.nan)  # exact Decimal -> nearest float
+    else:
+        series = series.str.strip() if series.map(lambda x: isinstance(x, str)).any() else series
+    converted = pd.to_numeric(series, errors="coerce")
+    missing = pd.isna(series).to_numpy() | (series == "").to_numpy()
+    bad = converted.isna().to_numpy() & ~missing
+    # text such as "nan" parses to NaN legitimately: it is a non-finite value, not a bad entry
     if bad.any():
-        row = int(np.flatnonzero(bad)[0])
-        raise DataError(f"{fname}: column {name!r} has a non-numeric entry at row {row + 1}; it must be numeric")
+        text_nan = series[bad].astype(str).str.lower().isin(["nan", "+nan", "-nan"]).to_numpy()
+        bad_idx = np.flatnonzero(bad)[~text_nan]
+        if bad_idx.size:
+            raise DataError(
+                f"{fname}: column {name!r} has a non-numeric entry at row {int(bad_idx[0]) + 1}; it must be numeric "
+                "(use '.' as the decimal separator; leave missing values empty)"
+            )
     return converted.to_numpy(dtype=np.float64, na_value=np.nan)
