@@ -49,22 +49,33 @@ class LedgerError(FdpError):
 
 
 class BudgetExceededError(FdpError):
-    """A charge would exceed a dataset's privacy budget. Nothing was spent.
+    """A charge would exceed a dataset's privacy budget (its total or a period's allowance). Nothing was spent.
 
-    The message shows requested, remaining and their difference.
+    The message shows requested, remaining and their difference, per measure
+    (``epsilon``/``delta``, or ``rho`` on a zCDP-accounted dataset).
     """
 
-    def __init__(self, dataset_id: str, requested: tuple[float, float], remaining: tuple[float, float]) -> None:
+    def __init__(
+        self,
+        dataset_id: str,
+        requested: tuple[float, ...],
+        remaining: tuple[float, ...],
+        *,
+        scope: str = "budget",
+        measures: tuple[str, ...] = ("epsilon", "delta"),
+    ) -> None:
         self.dataset_id = dataset_id
         self.requested = requested
         self.remaining = remaining
-        d_eps = requested[0] - remaining[0]
-        d_del = requested[1] - remaining[1]
+        self.scope = scope
+
+        def show(values: tuple[float, ...], sign: str = "") -> str:
+            return ", ".join(f"{m}={v:{sign}.6g}" for m, v in zip(measures, values, strict=True))
+
+        diff = tuple(r - m for r, m in zip(requested, remaining, strict=True))
         super().__init__(
-            f"budget of dataset {dataset_id!r} would be exceeded; nothing was spent. "
-            f"Requested: epsilon={requested[0]:.6g}, delta={requested[1]:.6g}. "
-            f"Remaining: epsilon={remaining[0]:.6g}, delta={remaining[1]:.6g}. "
-            f"Difference: epsilon={d_eps:+.6g}, delta={d_del:+.6g}."
+            f"{scope} of dataset {dataset_id!r} would be exceeded; nothing was spent. "
+            f"Requested: {show(requested)}. Remaining: {show(remaining)}. Difference: {show(diff, '+')}."
         )
 
 

@@ -20,12 +20,14 @@ from pydantic import ValidationError
 
 from fdp.flows.config import config_sha256, format_validation_error, load_config
 from fdp.flows.registry import SUMMARIES
-from fdp.schemas import BudgetSpec, ReleaseConfig, ReleaseManifest
+from fdp.schemas import BudgetSpec, LedgerEntry, PrivacyBudget, ReleaseConfig, ReleaseManifest
 from fdpcore.errors import BudgetExceededError, FdpError, LedgerError
-from fdpcore.ledger import Ledger, default_ledger_url
+from fdpcore.ledger import DatasetBudget, Ledger, check_period, default_ledger_url
 
 EXIT_OK, EXIT_ERROR, EXIT_INPUT, EXIT_BUDGET = 0, 1, 2, 3
-SCHEMAS: dict[str, Any] = {"release-config": ReleaseConfig, "manifest": ReleaseManifest}
+SCHEMAS: dict[str, Any] = {
+    "release-config": ReleaseConfig, "manifest": ReleaseManifest, "budget": PrivacyBudget, "ledger-entry": LedgerEntry,
+}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -37,6 +39,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--out", default=None, help="output directory (default: ./releases/<release-id>)")
     r.add_argument("--ledger", default=None, help="ledger database URL (default: $FDP_LEDGER_URL or the state dir)")
     r.add_argument("--release-id", default=None, help="unique release id; re-running a published id charges nothing")
+    r.add_argument("--period", default=None,
+                   help="budget period YYYY-MM charged (default: the current month; never a later one)")
 
     d = sub.add_parser("demo", help="release the mean Adelaide Monday electricity-demand curve (shipped data)")
     d.add_argument("--out", default="fdp-demo", help="output directory (default: ./fdp-demo)")
@@ -48,7 +52,16 @@ def _parser() -> argparse.ArgumentParser:
     bset.add_argument("dataset", help="dataset id")
     bset.add_argument("--epsilon", type=float, required=True, help="total epsilon")
     bset.add_argument("--delta", type=float, default=0.0, help="total delta (default 0)")
+    bset.add_argument("--accounting", choices=["basic", "zcdp"], default="basic",
+                      help="basic: epsilon and delta add; zcdp: rho adds, converted at --delta by OpenDP")
+    bset.add_argument("--period", choices=["month"], default=None, help="add an allowance per calendar month (UTC)")
+    bset.add_argument("--per-period", type=float, default=None, dest="per_period", help="epsilon allowance per period")
+    bset.add_argument("--per-period-delta", type=float, default=None, dest="per_period_delta",
+                      help="delta allowance per period (default 0)")
     bset.add_argument("--ledger", default=None, help="ledger database URL")
+    bc = bsub.add_parser("cancel", help="give back the reservation of a release that stopped before drawing noise")
+    bc.add_argument("release_id")
+    bc.add_argument("--ledger", default=None, help="ledger database URL")
     bs = bsub.add_parser("show", help="total, spent and remaining budget per dataset")
     bs.add_argument("--dataset", default=None, help="only this dataset")
     bs.add_argument("--json", action="store_true", help="machine-readable JSON")
@@ -76,11 +89,13 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.command == "release":
-            return _release(Path(args.config), args.out, args.ledger, args.release_id)
+            return _release(Path(args.config), args.out, args.ledger, args.release_id, args.period)
         if args.command == "demo":
             return _demo(args.out, args.ledger)
         if args.command == "budget" and args.budget_command == "set":
-            return _budget_set(args.dataset, args.epsilon, args.delta, args.ledger)
+            return _budget_set(args)
+        if args.command == "budget" and args.budget_command == "cancel":
+            return _budget_cancel(args.release_id, args.ledger)
         if args.command == "budget":
             return _budget_show(args.dataset, args.json, args.ledger)
         if args.command == "audit":
@@ -106,24 +121,25 @@ def main(argv: list[str] | None = None) -> int:
     return EXIT_ERROR  # pragma: no cover - argparse requires a command
 
 
-def _release(config_path: Path, out: str | None, ledger_url: str | None, release_id: str | None) -> int:
+def _release(config_path: Path, out: str | None, ledger_url: str | None, release_id: str | None,
+             period: str | None = None) -> int:
     config = load_config(config_path)
+    if period is not None:
+        check_period(period)
     url = ledger_url or default_ledger_url()
     ledger = Ledger(url)
-    ledger.ensure_dataset(config.dataset.id, config.budget.epsilon, config.budget.delta)
+    ledger.ensure_dataset(config.dataset.id, config.budget.epsilon, config.budget.delta, **config.budget.policy())
     rid = release_id or f"{config.dataset.id}-{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
     out_dir = Path(out) if out else Path("releases") / rid
     manifest = SUMMARIES[config.summary].flow(
         config=config, config_sha256=config_sha256(config), config_dir=str(config_path.resolve().parent),
-        out_dir=str(out_dir), ledger_url=url, release_id=rid,
+        out_dir=str(out_dir), ledger_url=url, release_id=rid, period=period,
     )
     budget = ledger.budgets(config.dataset.id)[0]
     print(f"release {manifest['release_id']}: {manifest['summary']} of {manifest['dataset_id']} (n = {manifest['n']})")
     print(f"  guarantee: {manifest['privacy']['guarantee']}")
     print(f"  written:   {out_dir / 'release.parquet'} and {out_dir / 'manifest.json'}")
-    print(
-        f"  budget:    epsilon spent {budget.spent[0]:g} of {budget.total[0]:g}, remaining {budget.remaining[0]:g}"
-    )
+    print(f"  budget:    {_budget_line(budget)}")
     return EXIT_OK
 
 
@@ -133,17 +149,28 @@ def _demo(out: str, ledger_url: str | None) -> int:
         return _release(Path(path), out, ledger_url, None)
 
 
-def _budget_set(dataset: str, epsilon: float, delta: float, ledger_url: str | None) -> int:
-    spec = BudgetSpec(epsilon=epsilon, delta=delta)  # same validation as a config's budget
-    ledger = Ledger(ledger_url or default_ledger_url())
+def _budget_set(args: argparse.Namespace) -> int:
+    spec = BudgetSpec(  # same validation as a config's budget proposal
+        epsilon=args.epsilon, delta=args.delta, accounting=args.accounting, period=args.period,
+        epsilon_per_period=args.per_period, delta_per_period=args.per_period_delta,
+    )
+    ledger = Ledger(args.ledger or default_ledger_url())
     try:
-        b = ledger.set_budget(dataset, spec.epsilon, spec.delta)
+        b = ledger.set_budget(args.dataset, spec.epsilon, spec.delta, **spec.policy())
     except BudgetExceededError as exc:
-        _err(f"budget of {dataset!r} cannot be set below what is already spent "
-             f"(spent epsilon={exc.requested[0]:g}, delta={exc.requested[1]:g}); nothing changed")
+        _err(f"budget of {args.dataset!r} cannot be set below what is already spent; nothing changed.\n  {exc}")
         return EXIT_INPUT
-    print(f"dataset {dataset}: total epsilon {b.total[0]:g}, delta {b.total[1]:g}; spent {b.spent[0]:g}; remaining {b.remaining[0]:g}")
+    print(f"dataset {args.dataset}: {_budget_line(b)}")
     return EXIT_OK
+
+
+def _budget_line(b: DatasetBudget) -> str:
+    line = (f"total epsilon {b.total[0]:g}, delta {b.total[1]:g} ({b.accounting} accounting); "
+            f"spent epsilon {b.spent[0]:.6g}; remaining epsilon {b.remaining[0]:.6g}")
+    if b.current is not None and b.per_period is not None and b.current.remaining is not None:
+        line += (f"; allowance per {b.period} epsilon {b.per_period[0]:g}, "
+                 f"{b.current.period}: spent {b.current.spent[0]:.6g}, remaining {b.current.remaining[0]:.6g}")
+    return line
 
 
 def _budget_show(dataset: str | None, as_json: bool, ledger_url: str | None) -> int:
@@ -152,11 +179,34 @@ def _budget_show(dataset: str | None, as_json: bool, ledger_url: str | None) -> 
         _err(f"dataset {dataset!r} is not in the ledger")
         return EXIT_INPUT
     if as_json:
-        print(json.dumps({b.dataset_id: b.as_dict() for b in budgets}, indent=2))
+        print(json.dumps({b.dataset_id: PrivacyBudget.model_validate(b.as_dict()).model_dump(mode="json")
+                          for b in budgets}, indent=2))
         return EXIT_OK
-    print(f"{'dataset':30} {'total eps':>10} {'spent eps':>10} {'remaining':>10} {'delta total':>12} {'releases':>8}")
+    print(f"{'dataset':30} {'accounting':10} {'total eps':>10} {'spent eps':>10} {'remaining':>10} "
+          f"{'delta total':>12} {'releases':>8}")
     for b in budgets:
-        print(f"{b.dataset_id:30} {b.total[0]:10.4g} {b.spent[0]:10.4g} {b.remaining[0]:10.4g} {b.total[1]:12.3g} {b.n_releases:8d}")
+        print(f"{b.dataset_id:30} {b.accounting:10} {b.total[0]:10.4g} {b.spent[0]:10.4g} {b.remaining[0]:10.4g} "
+              f"{b.total[1]:12.3g} {b.n_releases:8d}")
+        for p in b.periods:
+            allowance = "" if p.allowance is None or p.remaining is None else (
+                f" of {p.allowance[0]:g} allowed, remaining {p.remaining[0]:.4g}")
+            print(f"  period {p.period}: spent epsilon {p.spent[0]:.4g}{allowance} ({p.n_releases} releases)")
+    return EXIT_OK
+
+
+def _budget_cancel(release_id: str, ledger_url: str | None) -> int:
+    ledger = Ledger(ledger_url or default_ledger_url())
+    record = ledger.get(release_id)
+    if record is None:
+        _err(f"release {release_id!r} is not in the ledger")
+        return EXIT_INPUT
+    if record.state != "reserved":
+        _err(f"release {release_id!r} is {record.state!r}: only a reservation whose noise was never drawn can be "
+             "given back (a noised or published release's charge is final)")
+        return EXIT_INPUT
+    ledger.cancel(release_id)
+    print(f"release {release_id}: reservation cancelled; epsilon {record.epsilon:g}, delta {record.delta:g} given back "
+          f"to {record.dataset_id}")
     return EXIT_OK
 
 

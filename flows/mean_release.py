@@ -25,14 +25,20 @@ from fdpcore.errors import ReleaseConflictError
 
 @flow(name="mean-release", flow_run_name="mean-release-{release_id}", persist_result=False, retries=0)
 def mean_release(
-    config: ReleaseConfig, config_sha256: str, config_dir: str, out_dir: str, ledger_url: str, release_id: str
+    config: ReleaseConfig,
+    config_sha256: str,
+    config_dir: str,
+    out_dir: str,
+    ledger_url: str,
+    release_id: str,
+    period: str | None = None,
 ) -> dict[str, Any]:
     """Publish one differentially private mean curve; returns the public manifest.
 
     Order is the privacy contract: everything that sets the noise is fixed from public
     inputs, the budget is charged atomically, and only then is noise drawn (once).
     A re-run of a published ``release_id`` re-writes its files from the ledger and
-    charges nothing.
+    charges nothing. ``period`` is the budget period charged (default: the current month).
     """
     existing = check_existing_release(ledger_url, release_id)
     if existing is not None and existing.config_sha256 != config_sha256:
@@ -44,7 +50,8 @@ def mean_release(
     batch = clip_curves(load_curves(config, config_dir), config)
     plan = plan_release(config, batch.n_samples)
     summary = summarise_curves(batch, plan)
-    charge = charge_budget(ledger_url, release_id, charge_request(config, config_sha256, plan, batch.counts))
+    request = charge_request(config, config_sha256, plan, batch.counts).model_copy(update={"period": period})
+    charge = charge_budget(ledger_url, release_id, request)
     if charge["published"]:  # published concurrently by another run of the same id
         return republish_release(check_existing_release(ledger_url, release_id), out_dir)
     try:

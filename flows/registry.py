@@ -23,7 +23,8 @@ class Summary:
     """A releasable summary: its config model and its flow.
 
     The flow is called as ``flow(config=..., config_sha256=..., config_dir=..., out_dir=...,
-    ledger_url=..., release_id=...)`` and returns the public manifest (a dict).
+    ledger_url=..., release_id=..., period=...)`` and returns the public manifest (a dict);
+    ``period`` (``YYYY-MM`` or None for the current month) is the budget period to charge.
     """
 
     config_model: type[BaseModel]

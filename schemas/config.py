@@ -91,10 +91,37 @@ class PrivacySpec(Frozen):
 
 
 class BudgetSpec(Frozen):
-    """Proposed total budget for the dataset; the ledger's value is authoritative once set."""
+    """Proposed budget policy for the dataset; the ledger's value is authoritative once set.
+
+    It is used only when the dataset is not yet in the ledger (``fdp budget set`` is the
+    privacy officer's act that changes it afterwards).
+    """
 
     epsilon: PositiveFloat = Field(description="total epsilon of the dataset")
     delta: float = Field(0.0, ge=0, lt=1, description="total delta of the dataset")
+    accounting: Literal["basic", "zcdp"] = Field(
+        "basic", description="basic: epsilon and delta add; zcdp: rho adds and converts at delta (MATH.md §12.1)"
+    )
+    period: Literal["month"] | None = Field(None, description="allowance period (a calendar month, UTC)")
+    epsilon_per_period: PositiveFloat | None = Field(None, description="epsilon allowance of each period")
+    delta_per_period: float | None = Field(None, ge=0, lt=1, description="delta allowance of each period")
+
+    @model_validator(mode="after")
+    def _allowance(self) -> BudgetSpec:
+        if (self.period is None) != (self.epsilon_per_period is None):
+            raise ValueError("budget: period and epsilon_per_period must be given together")
+        if self.epsilon_per_period is not None and self.epsilon_per_period > self.epsilon:
+            raise ValueError(
+                f"budget.epsilon_per_period ({self.epsilon_per_period}) must not exceed budget.epsilon ({self.epsilon})"
+            )
+        if self.accounting == "zcdp" and self.delta == 0:
+            raise ValueError("budget.delta (0) must be > 0 for zcdp accounting")
+        return self
+
+    def policy(self) -> dict[str, Any]:
+        """Keyword arguments of :meth:`fdpcore.ledger.Ledger.set_budget` for this proposal."""
+        return {"accounting": self.accounting, "period": self.period, "epsilon_per_period": self.epsilon_per_period,
+                "delta_per_period": self.delta_per_period}
 
 
 class ReleaseConfig(Frozen):

@@ -53,12 +53,14 @@ class BudgetAmount(Frozen):
 
 
 class PeriodBudget(Frozen):
-    """Allowance, spending and remainder of one budget period (e.g. a calendar month)."""
+    """Spending in one budget period (a calendar month), and its allowance and remainder if the dataset has one."""
 
-    period: str
-    allowance: BudgetAmount
+    period: str = Field(pattern=r"^\d{4}-(0[1-9]|1[0-2])$")
+    allowance: BudgetAmount | None
     spent: BudgetAmount
-    remaining: BudgetAmount
+    remaining: BudgetAmount | None
+    rho_spent: float = Field(ge=0, description="sum of zCDP rho in the period (zcdp accounting)")
+    releases: int = Field(ge=0, description="releases charged to the period")
 
 
 class PrivacyBudget(Frozen):

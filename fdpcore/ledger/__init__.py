@@ -1,12 +1,29 @@
 """The persistent privacy-budget ledger (SQLite by default, PostgreSQL by URL; one code path)."""
 
+from fdpcore.ledger._schema import SCHEMA_VERSION
 from fdpcore.ledger._store import (
+    ACCOUNTING_MODES,
     RELEASE_STATES,
     DatasetBudget,
     Ledger,
+    PeriodUsage,
     ReleaseRecord,
     ReserveOutcome,
+    check_period,
+    current_period,
     default_ledger_url,
 )
 
-__all__ = ["RELEASE_STATES", "DatasetBudget", "Ledger", "ReleaseRecord", "ReserveOutcome", "default_ledger_url"]
+__all__ = [
+    "ACCOUNTING_MODES",
+    "RELEASE_STATES",
+    "SCHEMA_VERSION",
+    "DatasetBudget",
+    "Ledger",
+    "PeriodUsage",
+    "ReleaseRecord",
+    "ReserveOutcome",
+    "check_period",
+    "current_period",
+    "default_ledger_url",
+]

@@ -8,21 +8,26 @@ States of a release row (a release id is unique)::
 
 ``reserved``, ``noised`` and ``published`` rows count as spent. A reservation is
 made atomically: the dataset row is updated first (taking a write lock on SQLite,
-a row lock on PostgreSQL), then the spent total is read and compared, then the
+a row lock on PostgreSQL), then the spent totals are read and compared, then the
 reservation is inserted, all in one transaction. Costs are summed exactly
 (:mod:`fdpcore.accounting`), so rounding can neither refuse a fitting charge nor
 let an overspend through. No noise, seed or pre-noise statistic is ever stored:
 the ``public_json`` column holds only what was published.
+
+Each dataset has a policy: a total (epsilon, delta), optionally an allowance per
+calendar month, and an accounting mode — ``basic`` (sequential composition: epsilon
+and delta add) or ``zcdp`` (rho adds, a pure release counts as epsilon^2/2, and the
+sum converts to (epsilon, delta) at the policy's delta through OpenDP; MATH.md §12.1).
+Every release is charged to a period (default: the current calendar month, UTC).
 """
 
 from __future__ import annotations
 
-import getpass
 import hashlib
 import json
 import os
-import socket
-from collections.abc import Iterator
+import re
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -33,64 +38,35 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from fdpcore.accounting import compose_pure, exact
-from fdpcore.errors import BudgetExceededError, LedgerError, ReleaseConflictError
+from fdpcore.accounting import compose_pure, exact, pure_to_zcdp, zcdp_to_epsilon
+from fdpcore.errors import BudgetExceededError, ConfigError, InternalError, LedgerError, ReleaseConflictError
+from fdpcore.io.provenance import operator_host
+from fdpcore.ledger._schema import GENESIS, MIGRATIONS, SCHEMA_VERSION
+from fdpcore.ledger._schema import audit as _audit
+from fdpcore.ledger._schema import datasets as _datasets
+from fdpcore.ledger._schema import meta as _meta
+from fdpcore.ledger._schema import metadata as _metadata
+from fdpcore.ledger._schema import releases as _releases
 
-__all__ = ["RELEASE_STATES", "DatasetBudget", "Ledger", "ReleaseRecord", "ReserveOutcome", "default_ledger_url"]
+__all__ = [
+    "ACCOUNTING_MODES",
+    "RELEASE_STATES",
+    "DatasetBudget",
+    "Ledger",
+    "PeriodUsage",
+    "ReleaseRecord",
+    "ReserveOutcome",
+    "check_period",
+    "current_period",
+    "default_ledger_url",
+]
 
-SCHEMA_VERSION = 1
 RELEASE_STATES = ("reserved", "noised", "published", "cancelled")
 _SPENT_STATES = ("reserved", "noised", "published")
-
-_metadata = sa.MetaData()
-_meta = sa.Table(
-    "fdp_meta", _metadata,
-    sa.Column("key", sa.String(64), primary_key=True),
-    sa.Column("value", sa.String(256), nullable=False),
-)
-_datasets = sa.Table(
-    "fdp_datasets", _metadata,
-    sa.Column("dataset_id", sa.String(200), primary_key=True),
-    sa.Column("epsilon_total", sa.String(40), nullable=False),
-    sa.Column("delta_total", sa.String(40), nullable=False),
-    sa.Column("created_at", sa.String(40), nullable=False),
-    sa.Column("updated_at", sa.String(40), nullable=False),
-    sa.Column("lock_counter", sa.Integer, nullable=False, default=0),
-)
-_releases = sa.Table(
-    "fdp_releases", _metadata,
-    sa.Column("release_id", sa.String(200), primary_key=True),
-    sa.Column("dataset_id", sa.String(200), sa.ForeignKey("fdp_datasets.dataset_id"), nullable=False, index=True),
-    sa.Column("state", sa.String(16), nullable=False),
-    sa.Column("epsilon", sa.String(40), nullable=False),
-    sa.Column("delta", sa.String(40), nullable=False),
-    sa.Column("config_sha256", sa.String(64), nullable=False),
-    sa.Column("summary", sa.String(40), nullable=False),
-    sa.Column("mechanism", sa.String(40), nullable=False),
-    sa.Column("sensitivity_formula", sa.String(120), nullable=False),
-    sa.Column("budget_splits", sa.Text, nullable=False),
-    sa.Column("provenance", sa.Text, nullable=False),
-    sa.Column("internal", sa.Text, nullable=False),
-    sa.Column("public_json", sa.Text, nullable=True),
-    sa.Column("created_at", sa.String(40), nullable=False),
-    sa.Column("updated_at", sa.String(40), nullable=False),
-)
-
-
-_audit = sa.Table(
-    "fdp_audit", _metadata,
-    sa.Column("seq", sa.Integer, primary_key=True, autoincrement=False),
-    sa.Column("at", sa.String(40), nullable=False),
-    sa.Column("actor", sa.String(200), nullable=False),
-    sa.Column("host", sa.String(200), nullable=False),
-    sa.Column("event", sa.String(40), nullable=False),
-    sa.Column("dataset_id", sa.String(200), nullable=False),
-    sa.Column("release_id", sa.String(200), nullable=True),
-    sa.Column("payload", sa.Text, nullable=False),
-    sa.Column("prev_hash", sa.String(64), nullable=False),
-    sa.Column("hash", sa.String(64), nullable=False),
-)
-GENESIS = "0" * 64
+#: How a dataset's releases compose (MATH.md §12.1): basic (eps and delta add) or zCDP (rho adds).
+ACCOUNTING_MODES = ("basic", "zcdp")
+#: Allowance periods.
+PERIOD_KINDS = ("month",)
 
 
 def default_ledger_url() -> str:
@@ -111,28 +87,80 @@ def default_ledger_url() -> str:
     return f"sqlite:///{base / 'ledger.sqlite'}"
 
 
+def current_period(now: datetime | None = None) -> str:
+    """The budget period (calendar month ``YYYY-MM``, UTC) of ``now``."""
+    return f"{now or datetime.now(UTC):%Y-%m}"
+
+
+def check_period(label: str, now: datetime | None = None) -> str:
+    """Validate a period label: a calendar month ``YYYY-MM`` not after the current one.
+
+    A release may be charged to the current or an earlier period (a delayed scheduled run),
+    never to a later one: allowances cannot be borrowed from the future.
+    """
+    if not isinstance(label, str) or not re.fullmatch(r"\d{4}-(0[1-9]|1[0-2])", label):
+        raise ConfigError(f"period ({label!r}) must be a calendar month written YYYY-MM")
+    now_label = current_period(now)
+    if label > now_label:
+        raise ConfigError(f"period ({label!r}) must not be after the current period ({now_label!r})")
+    return label
+
+
+def _pair(p: tuple[float, float] | None) -> dict[str, float] | None:
+    return None if p is None else {"epsilon": p[0], "delta": p[1]}
+
+
+@dataclass(frozen=True)
+class PeriodUsage:
+    """Spending in one budget period, and the period's allowance if the dataset has one."""
+
+    period: str
+    spent: tuple[float, float]
+    rho: float
+    n_releases: int
+    allowance: tuple[float, float] | None
+    remaining: tuple[float, float] | None
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON form (``PeriodBudget`` schema when an allowance exists)."""
+        return {"period": self.period, "allowance": _pair(self.allowance), "spent": _pair(self.spent),
+                "remaining": _pair(self.remaining), "rho_spent": self.rho, "releases": self.n_releases}
+
+
 @dataclass(frozen=True)
 class DatasetBudget:
-    """Total, spent and remaining budget of one dataset."""
+    """Total, spent and remaining budget of one dataset, overall and per period.
+
+    On a zCDP-accounted dataset ``spent`` is the (epsilon, delta) that the summed ``rho_spent``
+    converts to at the dataset's total delta (OpenDP's conversion), so ``remaining`` is what
+    is left of the total in that sense.
+    """
 
     dataset_id: str
+    accounting: str
     total: tuple[float, float]
     spent: tuple[float, float]
     remaining: tuple[float, float]
+    rho_spent: float
     n_releases: int
+    period: str | None
+    per_period: tuple[float, float] | None
+    periods: tuple[PeriodUsage, ...]
+    current: PeriodUsage | None
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON form: keys ``total``, ``spent``, ``remaining`` with ``epsilon``/``delta``."""
-
-        def pair(p: tuple[float, float]) -> dict[str, float]:
-            return {"epsilon": p[0], "delta": p[1]}
-
+        """JSON form (the ``PrivacyBudget`` schema): keys ``total``, ``spent``, ``remaining`` with ``epsilon``/``delta``."""
         return {
             "dataset_id": self.dataset_id,
-            "total": pair(self.total),
-            "spent": pair(self.spent),
-            "remaining": pair(self.remaining),
+            "accounting": self.accounting,
+            "total": _pair(self.total),
+            "spent": _pair(self.spent),
+            "remaining": _pair(self.remaining),
+            "rho_spent": self.rho_spent,
             "releases": self.n_releases,
+            "period": self.period,
+            "current_period": self.current.as_dict() if self.current is not None else None,
+            "periods": [p.as_dict() for p in self.periods],
         }
 
 
@@ -155,6 +183,8 @@ class ReleaseRecord:
     public: dict[str, Any] | None
     created_at: str
     updated_at: str
+    period: str = ""
+    rho: float | None = None
 
 
 @dataclass(frozen=True)
@@ -166,30 +196,126 @@ class ReserveOutcome:
     published: bool  # True when the release was already published (nothing to do)
 
 
+@dataclass(frozen=True)
+class _Policy:
+    """A dataset's budget policy as stored (exact fractions)."""
+
+    accounting: str
+    epsilon: Fraction
+    delta: Fraction
+    period: str | None
+    epsilon_per_period: Fraction | None
+    delta_per_period: Fraction | None
+
+    def payload(self) -> dict[str, Any]:
+        return {
+            "epsilon_total": _s(self.epsilon), "delta_total": _s(self.delta), "accounting": self.accounting,
+            "period": self.period, "epsilon_per_period": _s(self.epsilon_per_period),
+            "delta_per_period": _s(self.delta_per_period),
+        }
+
+
+@dataclass(frozen=True)
+class _Usage:
+    """Exact sums over releases; ``rho`` is None when some release has no zCDP form."""
+
+    epsilon: Fraction
+    delta: Fraction
+    rho: Fraction | None
+    count: int
+
+    def plus(self, other: _Usage) -> _Usage:
+        rho = None if self.rho is None or other.rho is None else self.rho + other.rho
+        return _Usage(self.epsilon + other.epsilon, self.delta + other.delta, rho, self.count + other.count)
+
+
+def _s(value: Fraction | None) -> str | None:
+    """Storage form of an exact amount: the shortest decimal of its float (round-trips through :func:`exact`)."""
+    return None if value is None else repr(float(value))
+
+
+def _usage(rows: Iterable[tuple[str, str, str | None]]) -> _Usage:
+    rows = list(rows)
+    eps, delta = compose_pure((float(e), float(d)) for e, d, _ in rows)
+    rho: Fraction | None = Fraction(0)
+    for e, d, r in rows:
+        if r is not None:
+            rho = None if rho is None else rho + exact(float(r))
+        elif float(d) == 0.0 and float(e) > 0:
+            rho = None if rho is None else rho + exact(pure_to_zcdp(float(e)))
+        elif float(e) > 0 or float(d) > 0:
+            rho = None  # an (epsilon, delta) release without a zCDP form
+    return _Usage(eps, delta, rho, len(rows))
+
+
+def _rho_capacity(epsilon: Fraction, delta: Fraction) -> float:
+    """The largest rho whose (epsilon, delta) conversion stays within ``epsilon`` (bisection on OpenDP's map)."""
+    lo, hi = 0.0, float(epsilon)  # the conversion never gives less than rho, so rho <= epsilon
+    for _ in range(80):
+        mid = (lo + hi) / 2
+        if zcdp_to_epsilon(mid, float(delta)) <= float(epsilon):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
 class Ledger:
-    """The budget ledger at ``url`` (SQLAlchemy URL; ``sqlite:///...`` or ``postgresql://...``)."""
+    """The budget ledger at ``url`` (SQLAlchemy URL; ``sqlite:///...`` or ``postgresql://...``).
+
+    Opening a ledger creates it at the current schema version, or migrates an older one
+    (see :mod:`fdpcore.ledger._schema`).
+    """
 
     def __init__(self, url: str | None = None) -> None:
         self.url = url or default_ledger_url()
         self.engine = _engine(self.url)
-        try:
-            with self.engine.begin() as conn:
+        for attempt in range(5):
+            try:
+                self._open()
+                break
+            except (sa.exc.IntegrityError, sa.exc.ProgrammingError):
+                if attempt == 4:  # pragma: no cover - concurrent creation kept failing
+                    raise LedgerError(f"ledger {self._safe_url()} could not be created; try again") from None
+            except sa.exc.OperationalError as exc:
+                if "already exists" in str(exc) and attempt < 4:
+                    continue  # another process created the tables first
+                raise LedgerError(
+                    f"ledger {self._safe_url()} cannot be opened ({_first_line(exc)}); check --ledger / FDP_LEDGER_URL"
+                ) from None
+
+    def _open(self) -> None:
+        with self.engine.begin() as conn:
+            if not sa.inspect(conn).has_table(_meta.name):
                 _metadata.create_all(conn)
-                row = conn.execute(sa.select(_meta.c.value).where(_meta.c.key == "schema_version")).first()
-                if row is None:
-                    conn.execute(sa.insert(_meta).values(key="schema_version", value=str(SCHEMA_VERSION)))
-                elif int(row[0]) > SCHEMA_VERSION:
-                    raise LedgerError(
-                        f"ledger {self._safe_url()} has schema version {row[0]}, newer than this fdp ({SCHEMA_VERSION}); upgrade fdp"
-                    )
-                if conn.execute(sa.select(_meta.c.key).where(_meta.c.key == "audit_head")).first() is None:
-                    conn.execute(sa.insert(_meta).values(key="audit_head", value=f"0:{GENESIS}"))
-        except sa.exc.OperationalError as exc:
-            raise LedgerError(f"ledger {self._safe_url()} cannot be opened ({_first_line(exc)}); check --ledger / FDP_LEDGER_URL") from None
+                conn.execute(sa.insert(_meta).values(key="schema_version", value=str(SCHEMA_VERSION)))
+                conn.execute(sa.insert(_meta).values(key="audit_head", value=f"0:{GENESIS}"))
+                return
+            # serialise concurrent openers of an old database before reading its version
+            conn.execute(sa.update(_meta).where(_meta.c.key == "schema_version").values(value=_meta.c.value))
+            row = conn.execute(sa.select(_meta.c.value).where(_meta.c.key == "schema_version")).first()
+            if row is None:
+                raise LedgerError(f"ledger {self._safe_url()} has no schema version; it is not an fdp ledger")
+            version = int(row[0])
+            if version > SCHEMA_VERSION:
+                raise LedgerError(
+                    f"ledger {self._safe_url()} has schema version {version}, newer than this fdp ({SCHEMA_VERSION}); upgrade fdp"
+                )
+            if conn.execute(sa.select(_meta.c.key).where(_meta.c.key == "audit_head")).first() is None:
+                conn.execute(sa.insert(_meta).values(key="audit_head", value=f"0:{GENESIS}"))
+        for target in range(version + 1, SCHEMA_VERSION + 1):
+            with self.engine.begin() as conn:
+                conn.execute(sa.update(_meta).where(_meta.c.key == "schema_version").values(value=_meta.c.value))
+                now = int(conn.execute(sa.select(_meta.c.value).where(_meta.c.key == "schema_version")).scalar_one())
+                if now >= target:
+                    continue  # another process migrated it meanwhile
+                payload = MIGRATIONS[target](conn)
+                conn.execute(sa.update(_meta).where(_meta.c.key == "schema_version").values(value=str(target)))
+                _append(conn, "ledger.migrated", "*", None, {"from": target - 1, "to": target, **payload})
 
     def _safe_url(self) -> str:
         return sa.engine.make_url(self.url).render_as_string(hide_password=True)
@@ -204,79 +330,89 @@ class Ledger:
 
     # ----------------------------------------------------------------- datasets
 
-    def ensure_dataset(self, dataset_id: str, epsilon: float, delta: float = 0.0) -> bool:
+    def ensure_dataset(self, dataset_id: str, epsilon: float, delta: float = 0.0, **policy: Any) -> bool:
         """Create the dataset's budget if it does not exist. Returns True when created.
 
-        Once a dataset exists, its ledger budget is authoritative: a config's budget
-        is only a proposal for the initial value.
+        ``policy`` takes the keyword arguments of :meth:`set_budget` (accounting, period,
+        per-period allowance). Once a dataset exists, its ledger budget is authoritative: a
+        config's budget is only a proposal for the initial value.
         """
+        new = _policy(epsilon, delta, **policy)
         with self._tx() as conn:
             exists = conn.execute(sa.select(_datasets.c.dataset_id).where(_datasets.c.dataset_id == dataset_id)).first()
             if exists:
                 return False
             try:
-                _insert_dataset(conn, dataset_id, epsilon, delta, "config proposal")
+                _insert_dataset(conn, dataset_id, new, "config proposal")
             except sa.exc.IntegrityError:
                 return False
         return True
 
-    def set_budget(self, dataset_id: str, epsilon: float, delta: float = 0.0) -> DatasetBudget:
-        """The privacy officer's act: set a dataset's total budget (created if new).
+    def set_budget(
+        self,
+        dataset_id: str,
+        epsilon: float,
+        delta: float = 0.0,
+        *,
+        accounting: str = "basic",
+        period: str | None = None,
+        epsilon_per_period: float | None = None,
+        delta_per_period: float | None = None,
+    ) -> DatasetBudget:
+        """The privacy officer's act: set a dataset's total budget and policy (created if new).
+
+        Args:
+            dataset_id: the dataset.
+            epsilon, delta: the total budget.
+            accounting: ``"basic"`` (epsilon and delta add) or ``"zcdp"`` (rho adds and converts to
+                (epsilon, delta) at ``delta`` through OpenDP; needs ``delta > 0``).
+            period: ``"month"`` to add a per-calendar-month allowance, else None.
+            epsilon_per_period, delta_per_period: the allowance of each period.
 
         Raises:
             BudgetExceededError: the new total is below what is already spent (nothing changes).
+            ConfigError: an inconsistent policy (nothing changes).
         """
+        new = _policy(epsilon, delta, accounting=accounting, period=period,
+                      epsilon_per_period=epsilon_per_period, delta_per_period=delta_per_period)
         now = _now()
         with self._tx() as conn:
-            updated = _lock_dataset(conn, dataset_id)
-            if updated == 0:
-                _insert_dataset(conn, dataset_id, epsilon, delta, "budget set")
+            if _lock_dataset(conn, dataset_id) == 0:
+                _insert_dataset(conn, dataset_id, new, "budget set")
             else:
-                (spent_eps, spent_delta), _ = self._spent(conn, dataset_id)
-                if exact(epsilon) < spent_eps or exact(delta) < spent_delta:
-                    raise BudgetExceededError(
-                        dataset_id, (float(spent_eps), float(spent_delta)), (float(epsilon), float(delta))
-                    )
-                conn.execute(
-                    sa.update(_datasets)
-                    .where(_datasets.c.dataset_id == dataset_id)
-                    .values(epsilon_total=repr(float(epsilon)), delta_total=repr(float(delta)), updated_at=now)
-                )
-                _append(conn, "budget.set", dataset_id, None,
-                        {"epsilon_total": repr(float(epsilon)), "delta_total": repr(float(delta))})
+                used = _usage_rows(conn, dataset_id)
+                if new.accounting == "zcdp":
+                    if used.rho is None:
+                        raise ConfigError(
+                            f"accounting ('zcdp') cannot be set for dataset {dataset_id!r}: it has (epsilon, delta) "
+                            "releases without a zCDP form; keep 'basic'"
+                        )
+                    if zcdp_to_epsilon(float(used.rho), float(new.delta)) > float(new.epsilon):
+                        raise BudgetExceededError(dataset_id, (float(used.rho),), (_rho_capacity(new.epsilon, new.delta),),
+                                                  scope="new total budget", measures=("rho",))
+                elif used.epsilon > new.epsilon or used.delta > new.delta:
+                    raise BudgetExceededError(dataset_id, (float(used.epsilon), float(used.delta)),
+                                              (float(new.epsilon), float(new.delta)), scope="new total budget")
+                values = new.payload()
+                conn.execute(sa.update(_datasets).where(_datasets.c.dataset_id == dataset_id).values(
+                    epsilon_total=values["epsilon_total"], delta_total=values["delta_total"],
+                    accounting=new.accounting, period=new.period, epsilon_per_period=values["epsilon_per_period"],
+                    delta_per_period=values["delta_per_period"], updated_at=now,
+                ))
+                _append(conn, "budget.set", dataset_id, None, values)
         return self.budgets(dataset_id)[0]
 
     def budgets(self, dataset_id: str | None = None) -> list[DatasetBudget]:
-        """Budget summaries of every dataset (or one)."""
+        """Budget summaries of every dataset (or one), with per-period spending."""
         with self._tx() as conn:
             q = sa.select(_datasets)
             if dataset_id is not None:
                 q = q.where(_datasets.c.dataset_id == dataset_id)
             rows = conn.execute(q.order_by(_datasets.c.dataset_id)).mappings().all()
-            out = []
-            for r in rows:
-                spent, count = self._spent(conn, r["dataset_id"])
-                total = (Fraction(r["epsilon_total"]), Fraction(r["delta_total"]))
-                out.append(
-                    DatasetBudget(
-                        r["dataset_id"],
-                        (float(total[0]), float(total[1])),
-                        (float(spent[0]), float(spent[1])),
-                        (float(total[0] - spent[0]), float(total[1] - spent[1])),
-                        count,
-                    )
-                )
-        return out
-
-    @staticmethod
-    def _spent(conn: Connection, dataset_id: str) -> tuple[tuple[Fraction, Fraction], int]:
-        rows = conn.execute(
-            sa.select(_releases.c.epsilon, _releases.c.delta).where(
-                _releases.c.dataset_id == dataset_id, _releases.c.state.in_(_SPENT_STATES)
-            )
-        ).all()
-        eps, delta = compose_pure((float(e), float(d)) for e, d in rows)
-        return (eps, delta), len(rows)
+            spent_rows = {
+                r["dataset_id"]: _spent_rows(conn, r["dataset_id"]) for r in rows
+            }
+        return [_summary(r, spent_rows[r["dataset_id"]]) for r in rows]
 
     # ----------------------------------------------------------------- releases
 
@@ -299,17 +435,18 @@ class Ledger:
     ) -> ReserveOutcome:
         """Charge a release's full cost atomically, before any noise exists.
 
-        * A new release id is charged if the dataset's remaining budget covers it,
-          else :class:`BudgetExceededError` (nothing is spent).
+        * A new release id is charged to ``period`` (default: the current calendar month) if
+          the dataset's remaining total budget and the period's allowance cover it, else
+          :class:`BudgetExceededError` (nothing is spent).
         * A published release id with the same config returns the stored release
           (nothing is charged); a reserved one is resumed (nothing is charged).
         * A release id reused with a different config, or one whose noise was drawn
           but never published, raises :class:`ReleaseConflictError`.
         """
+        label = check_period(period) if period is not None else current_period()
         now = _now()
         with self._tx() as conn:
-            locked = _lock_dataset(conn, dataset_id)
-            if locked != 1:
+            if _lock_dataset(conn, dataset_id) != 1:
                 raise LedgerError(f"dataset {dataset_id!r} has no budget in the ledger; set one with `fdp budget set`")
             existing = conn.execute(sa.select(_releases).where(_releases.c.release_id == release_id)).mappings().first()
             if existing is not None:
@@ -328,23 +465,17 @@ class Ledger:
                         f"release {release_id!r} drew its noise but was not published; its budget is spent and "
                         "the noise is not kept, so it cannot be resumed. Run again with a new --release-id"
                     )
-            total_row = conn.execute(
-                sa.select(_datasets.c.epsilon_total, _datasets.c.delta_total).where(_datasets.c.dataset_id == dataset_id)
-            ).one()
-            total = (Fraction(total_row[0]), Fraction(total_row[1]))
-            (spent_eps, spent_delta), _ = self._spent(conn, dataset_id)
-            req = (exact(epsilon), exact(delta))
-            if spent_eps + req[0] > total[0] or spent_delta + req[1] > total[1]:
-                raise BudgetExceededError(
-                    dataset_id,
-                    (float(req[0]), float(req[1])),
-                    (float(total[0] - spent_eps), float(total[1] - spent_delta)),
-                )
+            policy = _policy_of(conn.execute(sa.select(_datasets).where(_datasets.c.dataset_id == dataset_id)).mappings().one())
+            rows = _spent_rows(conn, dataset_id)
+            request = _usage([(repr(float(epsilon)), repr(float(delta)), None if rho is None else repr(float(rho)))])
+            _check_fits(dataset_id, policy, _usage((e, d, r) for e, d, r, _ in rows),
+                        _usage((e, d, r) for e, d, r, p in rows if p == label), request, label)
             values = dict(
                 dataset_id=dataset_id, state="reserved", epsilon=repr(float(epsilon)), delta=repr(float(delta)),
                 config_sha256=config_sha256, summary=summary, mechanism=mechanism,
                 sensitivity_formula=sensitivity_formula, budget_splits=json.dumps(budget_splits),
                 provenance=json.dumps(provenance), internal=json.dumps(internal), public_json=None, updated_at=now,
+                period=label, rho=None if rho is None else repr(float(rho)),
             )
             if existing is not None:  # a cancelled reservation of the same config is charged afresh
                 conn.execute(sa.update(_releases).where(_releases.c.release_id == release_id).values(**values))
@@ -353,7 +484,7 @@ class Ledger:
             _append(conn, "release.reserved", dataset_id, release_id, {
                 "epsilon": values["epsilon"], "delta": values["delta"], "config_sha256": config_sha256,
                 "summary": summary, "mechanism": mechanism, "sensitivity_formula": sensitivity_formula,
-                "budget_splits": budget_splits, "provenance": provenance,
+                "budget_splits": budget_splits, "provenance": provenance, "period": label, "rho": values["rho"],
             })
             row = conn.execute(sa.select(_releases).where(_releases.c.release_id == release_id)).mappings().one()
             return ReserveOutcome(_record(row), charged=True, published=False)
@@ -383,7 +514,11 @@ class Ledger:
         self._transition(release_id, "reserved", "noised")
 
     def cancel(self, release_id: str) -> None:
-        """Release a reservation that failed before any noise was drawn."""
+        """Release a reservation that failed before any noise was drawn.
+
+        Safe even while the release's own run is alive: its later :meth:`mark_noised` then
+        fails, so no noise is ever drawn for a cancelled reservation.
+        """
         self._transition(release_id, "reserved", "cancelled")
 
     def publish(self, release_id: str, public: dict[str, Any]) -> None:
@@ -413,7 +548,8 @@ class Ledger:
 
         Returns the problems found, the first bad entry first (empty: the ledger is intact).
         Detects edited, deleted, reordered, inserted and truncated audit entries, and
-        release or dataset rows changed outside fdp.
+        release or dataset rows changed outside fdp (budgets and policies, release states,
+        costs, periods, config hashes, published outputs).
         """
         with self._tx() as conn:
             events = conn.execute(sa.select(_audit).order_by(_audit.c.seq)).mappings().all()
@@ -423,7 +559,7 @@ class Ledger:
         problems: list[str] = []
         prev, expected_seq = GENESIS, 1
         state: dict[str, dict[str, Any]] = {}
-        totals: dict[str, tuple[str, str]] = {}
+        policies: dict[str, dict[str, Any]] = {}
         for e in events:
             fields = _event_fields(e["seq"], e["at"], e["actor"], e["host"], e["event"], e["dataset_id"],
                                    e["release_id"], e["payload"])
@@ -438,16 +574,7 @@ class Ledger:
                 payload = json.loads(e["payload"])
             except json.JSONDecodeError:
                 payload = {}
-            if e["event"] in ("dataset.created", "budget.set"):
-                totals[e["dataset_id"]] = (payload.get("epsilon_total"), payload.get("delta_total"))
-            elif e["event"] == "release.reserved":
-                state[e["release_id"]] = {"state": "reserved", "epsilon": payload.get("epsilon"),
-                                          "delta": payload.get("delta"), "config_sha256": payload.get("config_sha256"),
-                                          "dataset_id": e["dataset_id"]}
-            elif e["event"].startswith("release.") and e["release_id"] in state:
-                state[e["release_id"]]["state"] = payload.get("to")
-                if "public_sha256" in payload:
-                    state[e["release_id"]]["public_sha256"] = payload["public_sha256"]
+            _replay(e["event"], e["dataset_id"], e["release_id"], payload, state, policies)
         if head != f"{expected_seq - 1}:{prev}":
             problems.append(f"audit head says {head.split(':')[0]} entries but the trail ends at {expected_seq - 1} (truncated or appended out of band)")
         for rid, row in releases.items():
@@ -455,17 +582,21 @@ class Ledger:
             if want is None:
                 problems.append(f"release {rid!r}: row has no audit entry (inserted out of band)")
                 continue
-            got = {"state": row["state"], "epsilon": row["epsilon"], "delta": row["delta"],
-                   "config_sha256": row["config_sha256"], "dataset_id": row["dataset_id"]}
-            if any(got[k] != want[k] for k in got):
+            got = {k: row[k] for k in ("state", "epsilon", "delta", "config_sha256", "dataset_id", "period", "rho")}
+            if any(got[k] != want.get(k) for k in got):
                 problems.append(f"release {rid!r}: row differs from its audit trail (edited out of band)")
             if "public_sha256" in want and hashlib.sha256((row["public_json"] or "").encode()).hexdigest() != want["public_sha256"]:
                 problems.append(f"release {rid!r}: published outputs differ from the audited ones (edited)")
         for rid in state.keys() - releases.keys():
             problems.append(f"release {rid!r}: audited but its row is missing (deleted)")
         for did, row in datasets.items():
-            if totals.get(did) != (row["epsilon_total"], row["delta_total"]):
+            got = {"epsilon_total": row["epsilon_total"], "delta_total": row["delta_total"], "accounting": row["accounting"],
+                   "period": row["period"], "epsilon_per_period": row["epsilon_per_period"],
+                   "delta_per_period": row["delta_per_period"]}
+            if policies.get(did) != got:
                 problems.append(f"dataset {did!r}: budget differs from its audit trail (edited out of band)")
+        for did in policies.keys() - datasets.keys():
+            problems.append(f"dataset {did!r}: audited but its row is missing (deleted)")
         return problems
 
     def get(self, release_id: str) -> ReleaseRecord | None:
@@ -482,6 +613,160 @@ class Ledger:
                 q = q.where(_releases.c.dataset_id == dataset_id)
             rows = conn.execute(q.order_by(_releases.c.created_at, _releases.c.release_id)).mappings().all()
         return [_record(r) for r in rows]
+
+
+# --------------------------------------------------------------------------- budget policy and checks
+
+
+def _policy(
+    epsilon: float,
+    delta: float,
+    *,
+    accounting: str = "basic",
+    period: str | None = None,
+    epsilon_per_period: float | None = None,
+    delta_per_period: float | None = None,
+) -> _Policy:
+    """Validate a budget policy (messages name the option)."""
+    for name, v in (("epsilon", epsilon), ("delta", delta), ("epsilon per period", epsilon_per_period),
+                    ("delta per period", delta_per_period)):
+        if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and v >= 0
+                                  and v != float("inf")):
+            raise ConfigError(f"{name} ({v!r}) must be a finite number >= 0")
+    if not epsilon > 0:
+        raise ConfigError(f"epsilon ({epsilon!r}) must be > 0")
+    if not delta < 1:
+        raise ConfigError(f"delta ({delta!r}) must be < 1")
+    if accounting not in ACCOUNTING_MODES:
+        raise ConfigError(f"accounting ({accounting!r}) must be one of {list(ACCOUNTING_MODES)}")
+    if accounting == "zcdp" and not delta > 0:
+        raise ConfigError("delta (0) must be > 0 for zcdp accounting: zCDP converts to (epsilon, delta)-DP")
+    if period is None:
+        if epsilon_per_period is not None or delta_per_period is not None:
+            raise ConfigError("a per-period allowance needs --period (e.g. month)")
+        return _Policy(accounting, exact(epsilon), exact(delta), None, None, None)
+    if period not in PERIOD_KINDS:
+        raise ConfigError(f"period ({period!r}) must be one of {list(PERIOD_KINDS)}")
+    if epsilon_per_period is None or not epsilon_per_period > 0:
+        raise ConfigError(f"epsilon per period ({epsilon_per_period!r}) must be given and > 0 with a period")
+    dpp = 0.0 if delta_per_period is None else delta_per_period
+    if epsilon_per_period > epsilon or dpp > delta:
+        raise ConfigError(
+            f"the allowance per period (epsilon={epsilon_per_period!r}, delta={dpp!r}) must not exceed the total "
+            f"(epsilon={epsilon!r}, delta={delta!r})"
+        )
+    if accounting == "zcdp" and not dpp > 0:
+        raise ConfigError("delta per period (0) must be > 0 for zcdp accounting")
+    return _Policy(accounting, exact(epsilon), exact(delta), period, exact(epsilon_per_period), exact(dpp))
+
+
+def _policy_of(row: Any) -> _Policy:
+    def fr(v: str | None) -> Fraction | None:
+        return None if v is None else exact(float(v))
+
+    total_eps, total_delta = fr(row["epsilon_total"]), fr(row["delta_total"])
+    if total_eps is None or total_delta is None:  # pragma: no cover - NOT NULL columns
+        raise InternalError("dataset row without a total budget")
+    return _Policy(row["accounting"], total_eps, total_delta, row["period"], fr(row["epsilon_per_period"]),
+                   fr(row["delta_per_period"]))
+
+
+def _spent_rows(conn: Connection, dataset_id: str) -> list[tuple[str, str, str | None, str]]:
+    rows = conn.execute(
+        sa.select(_releases.c.epsilon, _releases.c.delta, _releases.c.rho, _releases.c.period).where(
+            _releases.c.dataset_id == dataset_id, _releases.c.state.in_(_SPENT_STATES)
+        )
+    ).all()
+    return [(e, d, r, p) for e, d, r, p in rows]
+
+
+def _usage_rows(conn: Connection, dataset_id: str) -> _Usage:
+    return _usage((e, d, r) for e, d, r, _ in _spent_rows(conn, dataset_id))
+
+
+def _as_spent(policy: _Policy, used: _Usage, delta_budget: Fraction | None) -> tuple[float, float]:
+    """(epsilon, delta) spent: the exact sums (basic), or the OpenDP conversion of rho at the budget's delta (zcdp)."""
+    if policy.accounting == "basic":
+        return float(used.epsilon), float(used.delta)
+    if used.rho is None or delta_budget is None:  # pragma: no cover - refused when zcdp is set
+        raise InternalError("a zcdp-accounted dataset holds a release without a zCDP form")
+    if used.rho == 0:
+        return 0.0, 0.0
+    return zcdp_to_epsilon(float(used.rho), float(delta_budget)), float(delta_budget)
+
+
+def _check_fits(dataset_id: str, policy: _Policy, total: _Usage, in_period: _Usage, request: _Usage, label: str) -> None:
+    """Raise :class:`BudgetExceededError` unless ``request`` fits the total and the period's allowance."""
+    scopes: list[tuple[str, _Usage, Fraction, Fraction]] = [("total budget", total, policy.epsilon, policy.delta)]
+    if policy.period is not None and policy.epsilon_per_period is not None and policy.delta_per_period is not None:
+        scopes.append((f"allowance of period {label}", in_period, policy.epsilon_per_period, policy.delta_per_period))
+    for scope, used, eps_cap, delta_cap in scopes:
+        if policy.accounting == "basic":
+            if used.epsilon + request.epsilon > eps_cap or used.delta + request.delta > delta_cap:
+                raise BudgetExceededError(
+                    dataset_id, (float(request.epsilon), float(request.delta)),
+                    (float(eps_cap - used.epsilon), float(delta_cap - used.delta)), scope=scope,
+                )
+            continue
+        if request.rho is None:
+            raise ConfigError(
+                f"a release costing (epsilon={float(request.epsilon):g}, delta={float(request.delta):g}) has no zCDP form "
+                f"and cannot be charged to dataset {dataset_id!r}, which is accounted in zCDP"
+            )
+        if used.rho is None:  # pragma: no cover - refused when zcdp is set
+            raise InternalError("a zcdp-accounted dataset holds a release without a zCDP form")
+        if zcdp_to_epsilon(float(used.rho + request.rho), float(delta_cap)) > float(eps_cap):
+            raise BudgetExceededError(
+                dataset_id, (float(request.rho),), (max(0.0, _rho_capacity(eps_cap, delta_cap) - float(used.rho)),),
+                scope=scope, measures=("rho",),
+            )
+
+
+def _summary(row: Any, rows: list[tuple[str, str, str | None, str]]) -> DatasetBudget:
+    policy = _policy_of(row)
+    used = _usage((e, d, r) for e, d, r, _ in rows)
+    spent = _as_spent(policy, used, policy.delta)
+    total = (float(policy.epsilon), float(policy.delta))
+    allowance = None
+    if policy.epsilon_per_period is not None and policy.delta_per_period is not None:
+        allowance = (float(policy.epsilon_per_period), float(policy.delta_per_period))
+    periods = []
+    for label in sorted({p for *_, p in rows} | ({current_period()} if policy.period else set())):
+        pu = _usage((e, d, r) for e, d, r, p in rows if p == label)
+        p_spent = _as_spent(policy, pu, policy.delta_per_period if policy.period else policy.delta)
+        remaining = None if allowance is None else (allowance[0] - p_spent[0], allowance[1] - p_spent[1])
+        periods.append(PeriodUsage(label, p_spent, float(pu.rho or 0), pu.count, allowance, remaining))
+    current = next((p for p in periods if p.period == current_period()), None) if policy.period else None
+    return DatasetBudget(
+        row["dataset_id"], policy.accounting, total, spent, (total[0] - spent[0], total[1] - spent[1]),
+        float(used.rho or 0), used.count, policy.period, allowance, tuple(periods), current,
+    )
+
+
+def _replay(event: str, dataset_id: str, release_id: str | None, payload: dict[str, Any],
+            state: dict[str, dict[str, Any]], policies: dict[str, dict[str, Any]]) -> None:
+    """Apply one audit event to the replayed state (events of schema version 1 lack the newer keys)."""
+    if event in ("dataset.created", "budget.set"):
+        policies[dataset_id] = {
+            "epsilon_total": payload.get("epsilon_total"), "delta_total": payload.get("delta_total"),
+            "accounting": payload.get("accounting", "basic"), "period": payload.get("period"),
+            "epsilon_per_period": payload.get("epsilon_per_period"), "delta_per_period": payload.get("delta_per_period"),
+        }
+    elif event == "ledger.migrated":
+        for rid, label in payload.get("release_periods", {}).items():
+            if rid in state:
+                state[rid]["period"] = label
+    elif event == "release.reserved" and release_id is not None:
+        state[release_id] = {"state": "reserved", "epsilon": payload.get("epsilon"), "delta": payload.get("delta"),
+                             "config_sha256": payload.get("config_sha256"), "dataset_id": dataset_id,
+                             "period": payload.get("period", ""), "rho": payload.get("rho")}
+    elif event.startswith("release.") and release_id in state:
+        state[release_id]["state"] = payload.get("to")
+        if "public_sha256" in payload:
+            state[release_id]["public_sha256"] = payload["public_sha256"]
+
+
+# --------------------------------------------------------------------------- audit chain and rows
 
 
 def _event_hash(prev_hash: str, fields: dict[str, Any]) -> str:
@@ -505,22 +790,22 @@ def _append(conn: Connection, event: str, dataset_id: str, release_id: str | Non
     head = conn.execute(sa.select(_meta.c.value).where(_meta.c.key == "audit_head")).scalar_one()
     last_seq, prev_hash = head.split(":")
     seq = int(last_seq) + 1
-    try:
-        actor = getpass.getuser()
-    except (KeyError, OSError):
-        actor = "unknown"
-    fields = _event_fields(seq, _now(), actor, socket.gethostname(), event, dataset_id, release_id,
-                           json.dumps(payload, sort_keys=True))
+    actor, host = operator_host()
+    fields = _event_fields(seq, _now(), actor, host, event, dataset_id, release_id, json.dumps(payload, sort_keys=True))
     digest = _event_hash(prev_hash, fields)
     conn.execute(sa.insert(_audit).values(prev_hash=prev_hash, hash=digest, **fields))
     conn.execute(sa.update(_meta).where(_meta.c.key == "audit_head").values(value=f"{seq}:{digest}"))
 
 
-def _insert_dataset(conn: Connection, dataset_id: str, epsilon: float, delta: float, source: str) -> None:
+def _insert_dataset(conn: Connection, dataset_id: str, policy: _Policy, source: str) -> None:
     now = _now()
-    totals = {"epsilon_total": repr(float(epsilon)), "delta_total": repr(float(delta))}
-    conn.execute(sa.insert(_datasets).values(dataset_id=dataset_id, created_at=now, updated_at=now, lock_counter=0, **totals))
-    _append(conn, "dataset.created", dataset_id, None, {**totals, "source": source})
+    values = policy.payload()
+    conn.execute(sa.insert(_datasets).values(
+        dataset_id=dataset_id, created_at=now, updated_at=now, lock_counter=0, epsilon_total=values["epsilon_total"],
+        delta_total=values["delta_total"], accounting=policy.accounting, period=policy.period,
+        epsilon_per_period=values["epsilon_per_period"], delta_per_period=values["delta_per_period"],
+    ))
+    _append(conn, "dataset.created", dataset_id, None, {**values, "source": source})
 
 
 def _lock_dataset(conn: Connection, dataset_id: str) -> int:
@@ -543,7 +828,8 @@ def _record(row: Any) -> ReleaseRecord:
         summary=row["summary"], mechanism=row["mechanism"], sensitivity_formula=row["sensitivity_formula"],
         budget_splits=json.loads(row["budget_splits"]), provenance=json.loads(row["provenance"]),
         internal=json.loads(row["internal"]), public=json.loads(row["public_json"]) if row["public_json"] else None,
-        created_at=row["created_at"], updated_at=row["updated_at"],
+        created_at=row["created_at"], updated_at=row["updated_at"], period=row["period"],
+        rho=None if row["rho"] is None else float(row["rho"]),
     )
 
 

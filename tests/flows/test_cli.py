@@ -50,7 +50,7 @@ def test_demo_releases_the_shipped_example(tmp_path: Path, capsys: pytest.Captur
     assert main(["demo", "--out", str(tmp_path / "demo"), "--ledger", url]) == 0
     manifest = json.loads((tmp_path / "demo" / "manifest.json").read_text())
     assert manifest["dataset_id"] == "adelaide-electricity-monday" and manifest["n"] == 508
-    assert "remaining 99" in capsys.readouterr().out
+    assert "remaining epsilon 99" in capsys.readouterr().out
 
 
 def test_budget_set_is_authoritative_and_never_below_spent(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
