@@ -43,6 +43,33 @@ _ENTRIES = [
     Formula("sensitivity.mean.iclp_qr.paper_l1@1", "fdpcore.sensitivity.iclp_qr_paper_sensitivity", "§4.3", "PAPER"),
     Formula("calibration.iclp.laplace_whitened@1", "fdpcore.mechanisms.calibrate_iclp", "§3.3", "EXACT"),
     Formula("noise.iclp.expected_sq_l2@1", "fdpcore.mechanisms.iclp_expected_sq_error", "§3.5", "EXACT"),
+    Formula("noise.whitened.expected_sq_l2@1", "fdpcore.mechanisms.whitened_expected_sq_error", "§3.5, §4.4", "EXACT"),
+    Formula("estimator.mean.frl@1", "fdpcore.estimators.frl_mean_coefficients", "§4.1", "DEFINITION"),
+    Formula("sensitivity.mean.frl.exact@1", "fdpcore.sensitivity.frl_sensitivity", "§4.1", "EXACT"),
+    Formula("sensitivity.mean.frl.paper@1", "fdpcore.sensitivity.frl_paper_sensitivity", "§4.1", "PAPER"),
+    Formula("estimator.mean.iclp_ar@1", "fdpcore.estimators.iclp_ar_mean_coefficients", "§4.2", "DEFINITION"),
+    Formula("sensitivity.mean.iclp_ar.l2@1", "fdpcore.sensitivity.iclp_ar_sensitivity", "§4.2", "UPPER"),
+    Formula("sensitivity.mean.iclp_ar.paper@1", "fdpcore.sensitivity.iclp_ar_paper_sensitivity", "§4.2", "PAPER"),
+    Formula("sensitivity.mean.gp.cm_exact@1", "fdpcore.sensitivity.gp_cm_sensitivity", "§4.4", "EXACT"),
+    Formula("sensitivity.mean.gp.cm_spectrum_free@1", "fdpcore.sensitivity.gp_cm_spectrum_free_bound", "§4.4", "UPPER"),
+    Formula("sensitivity.mean.gp.mrs_paper@1", "fdpcore.sensitivity.gp_cm_paper_sensitivity", "§4.4", "PAPER"),
+    Formula("calibration.gaussian.analytic@1", "fdpcore.gaussian.analytic_gaussian_sigma", "§4.4", "EXACT"),
+    Formula("calibration.gaussian.classical@1", "fdpcore.gaussian.classical_gaussian_sigma", "§4.4", "UPPER"),
+    Formula("estimator.mean.bernstein@1", "fdpcore.bernstein.bernstein_basis", "§4.5", "DEFINITION"),
+    Formula("sensitivity.mean.bernstein.sup_exact@1", "fdpcore.bernstein.bernstein_sensitivity", "§4.5", "EXACT"),
+    Formula("noise.bernstein.expected_sq_l2@1", "fdpcore.bernstein.bernstein_expected_sq_error", "§4.5", "EXACT"),
+    Formula("preprocess.clip_sup@1", "fdpcore.bernstein.clip_sup", "§1.7", "DEFINITION"),
+    *(
+        Formula(f"tuning.pss.frl.{rule}@1", "fdpcore.tuning.pss_frl", "§5.1", "RULE")
+        for rule in ("exact", "paper")
+    ),
+    *(
+        Formula(f"tuning.pss.iclp_ar.{rule}@1", "fdpcore.tuning.pss_iclp_ar", "§4.2, §5.1", "RULE")
+        for rule in ("derived_l1", "tightened_l2")
+    ),
+    Formula("tuning.pss.bernstein.derived_c2@1", "fdpcore.tuning.pss_bernstein", "§4.5 (derived)", "RULE"),
+    Formula("selection.exp_mech.score_sensitivity@1", "fdpcore.selection.selection_score_sensitivity", "§5.3", "UPPER"),
+    Formula("selection.exp_mech.gumbel@1", "fdpcore.selection.exponential_select", "§5.3", "EXACT"),
     *(
         Formula(f"tuning.pss.iclp_qr.{rule}@1", "fdpcore.tuning.pss_iclp_qr", "§5.1", "RULE")
         for rule in ("exact_balanced", "exact_free", "paper_balanced", "paper_free")

@@ -1,44 +1,135 @@
 """Mean-function release: the data-independent plan, the summary, and the Python facade.
 
+Every mean mechanism of MATH.md §4 has the same shape: a pre-noise summary in *whitened
+coordinates* ``z`` (dimension ``d``), i.i.d. noise on ``z`` (Laplace calibrated to the l1
+sensitivity of ``z``, or Gaussian calibrated to its l2 = Cameron-Martin sensitivity), and a fixed
+public linear map ``R`` (``d x K``) back to the grid, ``curve = z~ R``:
+
+=============  ==========================================  ==========  ==============================
+estimator      whitened coordinates ``z``                  noise       recolouring ``R``
+=============  ==========================================  ==========  ==============================
+``iclp_qr``    ``s_j xbar_j / sqrt(lambda_j)``, all of J    Laplace     ``diag(sqrt(lambda)) Phi^T``
+``gp``         same summary as ``iclp_qr``                 Gaussian    ``diag(sqrt(lambda)) Phi^T``
+``iclp_ar``    ``soft(xbar_j) / sqrt(lambda_j)``, j in A   Laplace     ``diag(sqrt(lambda_A)) Phi_A^T``
+``frl``        ``xbar_1..xbar_M``                          Laplace     ``Phi_M^T``
+``bernstein``  lattice values of the sup-clipped mean      Laplace     Bernstein basis on the grid
+=============  ==========================================  ==========  ==============================
+
 A release is split so that the budget can be charged between the steps:
 
-1. :func:`plan_mean_release` fixes everything that sets the noise scale — grid,
-   kernel eigenbasis, ``(eta, psi)``, sensitivity, calibration — from public inputs
+1. :func:`plan_mean_release` fixes everything that sets the noise scale from public inputs
    (``n`` included, replace-one adjacency). No data enters.
-2. :func:`summarise_mean` computes the pre-noise coefficients (never published).
-3. :func:`draw_mean_release` adds noise and returns curves on the grid.
+2. Data-dependent tuning only: :func:`select_mean_parameters` runs the exponential mechanism
+   (``dp_select``, charged as its own split) or PCV (not DP) and returns the finished plan.
+3. :func:`summarise_mean` computes ``z`` (never published).
+4. :func:`draw_mean_release` adds noise and recolours to the grid.
 
-:func:`release_mean` chains the three for methodologists and external auditors.
+:func:`release_mean` chains them for methodologists and external auditors.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
 from fdpcore import _validate
 from fdpcore._typing import ArrayLike, NDArrayFloat
+from fdpcore.bernstein import (
+    bernstein_basis,
+    bernstein_interpolation_matrix,
+    bernstein_sensitivity,
+    clip_sup,
+)
 from fdpcore.eigen import Eigenbasis, weighted_eigenbasis
-from fdpcore.errors import DomainError, PrivacyParameterError
-from fdpcore.estimators import iclp_qr_mean_coefficients
+from fdpcore.errors import DomainError, InternalError, PrivacyParameterError
+from fdpcore.estimators import frl_mean_coefficients, iclp_ar_mean_coefficients, iclp_qr_mean_coefficients
+from fdpcore.gaussian import CALIBRATIONS, GaussianCalibration, calibrate_gaussian, sample_gaussian_whitened
 from fdpcore.grids import Grid, grid_from_nodes
 from fdpcore.kernels import KernelSpec, decay_rate, kernel_spec
 from fdpcore.mechanisms import (
     LaplaceCalibration,
     calibrate_iclp,
-    iclp_expected_sq_error,
-    sample_iclp_coefficients,
+    sample_laplace_whitened,
+    whitened_expected_sq_error,
 )
 from fdpcore.preprocess import clip_l2
-from fdpcore.sensitivity import iclp_qr_paper_sensitivity, iclp_qr_sensitivity
-from fdpcore.tuning import pss_iclp_qr
+from fdpcore.selection import (
+    SelectionSpec,
+    exponential_select,
+    selection_score_sensitivity,
+    selection_scores,
+    split_sizes,
+)
+from fdpcore.sensitivity import (
+    frl_paper_sensitivity,
+    frl_sensitivity,
+    gp_cm_paper_sensitivity,
+    gp_cm_sensitivity,
+    iclp_ar_active_set,
+    iclp_ar_paper_sensitivity,
+    iclp_ar_sensitivity,
+    iclp_qr_paper_sensitivity,
+    iclp_qr_sensitivity,
+)
+from fdpcore.tuning import DEFAULT_RULES, PSS_RULES_BY_ESTIMATOR, pss_mean
 
-__all__ = ["ESTIMATORS", "MeanPlan", "MeanRelease", "draw_mean_release", "plan_mean_release", "release_mean", "summarise_mean"]
+__all__ = [
+    "ESTIMATORS",
+    "MeanPlan",
+    "MeanRelease",
+    "draw_mean_release",
+    "plan_mean_release",
+    "release_mean",
+    "select_mean_parameters",
+    "summarise_mean",
+]
 
-#: Mean estimators available in this version, with their sensitivity formula ids.
-ESTIMATORS: dict[str, str] = {"iclp_qr": "sensitivity.mean.iclp_qr.exact_l2@1"}
+#: Mean estimators and the formula id of the sensitivity that sets their noise.
+ESTIMATORS: dict[str, str] = {
+    "iclp_qr": "sensitivity.mean.iclp_qr.exact_l2@1",
+    "iclp_ar": "sensitivity.mean.iclp_ar.l2@1",
+    "frl": "sensitivity.mean.frl.exact@1",
+    "gp": "sensitivity.mean.gp.cm_exact@1",
+    "bernstein": "sensitivity.mean.bernstein.sup_exact@1",
+}
+
+#: Formula id of the paper's bound recorded next to the exact one.
+PAPER_FORMULAS: dict[str, str] = {
+    "iclp_qr": "sensitivity.mean.iclp_qr.paper_l1@1",
+    "iclp_ar": "sensitivity.mean.iclp_ar.paper@1",
+    "frl": "sensitivity.mean.frl.paper@1",
+    "gp": "sensitivity.mean.gp.mrs_paper@1",
+    "bernstein": "sensitivity.mean.bernstein.sup_exact@1",  # diffpriv's L * Delta_inf is exact here
+}
+
+#: Formula id of each estimator.
+ESTIMATOR_FORMULAS: dict[str, str] = {
+    "iclp_qr": "estimator.mean.iclp_qr@1",
+    "gp": "estimator.mean.iclp_qr@1",
+    "iclp_ar": "estimator.mean.iclp_ar@1",
+    "frl": "estimator.mean.frl@1",
+    "bernstein": "estimator.mean.bernstein@1",
+}
+
+#: Norm of each sensitivity (MATH.md §1.5).
+SENSITIVITY_NORMS: dict[str, str] = {
+    "iclp_qr": "1,C", "iclp_ar": "1,C", "frl": "l1 (first M coefficients)", "gp": "Cameron-Martin (C)",
+    "bernstein": "l1 (lattice values)",
+}
+
+#: Tuning methods that use the data (MATH.md §5.2-5.3).
+DATA_TUNING = ("dp_select", "pcv")
+
+#: Multipliers of the PSS value that form the candidate grid of §5.3 (10^u, u in -1..1 by 0.5).
+PSI_GRID = tuple(10.0**u for u in (-1.0, -0.5, 0.0, 0.5, 1.0))
+#: Multipliers of the PSS ``M`` for FRL selection.
+M_GRID = (0.25, 0.5, 1.0, 2.0, 4.0)
+#: Number of PCV folds (MATH.md §5.2).
+PCV_FOLDS = 10
 
 
 @dataclass(frozen=True, eq=False)
@@ -46,20 +137,27 @@ class MeanPlan:
     """Everything that sets the noise of a mean release; all of it is public.
 
     Attributes:
-        estimator: estimator name (``"iclp_qr"``).
+        estimator: one of :data:`ESTIMATORS`.
         basis: kernel eigenbasis on the grid.
         n: number of records (public under replace-one adjacency).
         tau: L2 clipping radius.
-        epsilon, delta: privacy parameters of one draw.
-        eta, psi: regularisation parameters.
-        tuning: ``"fixed"`` or the PSS rule that chose ``(eta, psi)``.
-        tuning_formula: formula id of the tuning rule (``None`` when fixed).
+        epsilon, delta: total privacy cost of one draw (selection included).
+        eta, psi: regularisation (ICLP-QR, GP, ICLP-AR), else ``None``.
+        n_basis: FRL's ``M``, else ``None``.
+        lattice_k, sup_clip: Bernstein lattice resolution and sup-norm clip ``B``, else ``None``.
+        tuning: ``"fixed"``, a PSS rule name, ``"dp_select"`` or ``"pcv"``.
+        tuning_formula: formula id of the rule (``None`` when fixed).
         beta: kernel decay rate used by PSS.
-        sensitivity: exact ``1,C``-norm sensitivity.
+        sensitivity: the sensitivity that sets the noise (``None`` until a selection finishes).
         sensitivity_formula: its formula id.
-        paper_sensitivity: the paper's bound for the same setting.
+        paper_sensitivity: the paper's bound for the same setting (``None`` until selected).
         paper_formula: its formula id.
-        calibration: the whitened Laplace calibration.
+        calibration: Laplace or Gaussian calibration (``None`` until selected).
+        recolour: ``R`` (``d x K``), whitened coordinates to grid values (``None`` until selected).
+        selection: the pending or completed data-dependent selection, if any.
+        gp_calibration: ``"analytic"`` or ``"classical"`` for GP, else ``None``.
+        non_private: ``True`` only for PCV tuning: the release is then **not** DP.
+        secure: OpenDP samplers (``False``: NumPy, simulations only).
     """
 
     estimator: str
@@ -68,26 +166,103 @@ class MeanPlan:
     tau: float
     epsilon: float
     delta: float
-    eta: float
-    psi: float
+    eta: float | None
+    psi: float | None
+    n_basis: int | None
+    lattice_k: int | None
+    sup_clip: float | None
     tuning: str
     tuning_formula: str | None
     beta: float
-    sensitivity: float
+    sensitivity: float | None
     sensitivity_formula: str
-    paper_sensitivity: float
+    paper_sensitivity: float | None
     paper_formula: str
-    calibration: LaplaceCalibration
+    calibration: LaplaceCalibration | GaussianCalibration | None
+    recolour: NDArrayFloat | None
+    selection: SelectionSpec | None = None
+    gp_calibration: str | None = None
+    non_private: bool = False
+    secure: bool = True
+
+    @property
+    def pending(self) -> bool:
+        """Whether a data-dependent selection must run before summarising (see :func:`select_mean_parameters`)."""
+        return self.calibration is None
+
+    @property
+    def noise(self) -> str:
+        """``"gaussian"`` for GP-ADP, else ``"laplace"``."""
+        return "gaussian" if self.estimator == "gp" else "laplace"
+
+    @property
+    def epsilon_select(self) -> float:
+        """Epsilon spent on the exponential-mechanism selection (0 if none)."""
+        return self.selection.epsilon if self.selection is not None else 0.0
+
+    @property
+    def epsilon_mean(self) -> float:
+        """Epsilon of the noisy mean itself."""
+        return self.epsilon - self.epsilon_select if self.selection is not None and self.selection.epsilon else self.epsilon
 
     @property
     def budget_splits(self) -> list[dict[str, float | str]]:
         """Named parts of one draw's cost; they sum exactly to ``(epsilon, delta)``."""
+        if self.selection is not None and self.selection.epsilon > 0:
+            return [{"name": "tuning", "epsilon": self.selection.epsilon, "delta": 0.0},
+                    {"name": "mean", "epsilon": self.epsilon_mean, "delta": self.delta}]
         return [{"name": "mean", "epsilon": self.epsilon, "delta": self.delta}]
 
     @property
+    def rho(self) -> float | None:
+        """zCDP ``rho`` for Gaussian plans (``Delta^2/(2 sigma^2)``, plus ``eps_1^2/2`` for a selection), else ``None``."""
+        if not isinstance(self.calibration, GaussianCalibration):
+            return None
+        return self.calibration.rho + self.epsilon_select**2 / 2.0
+
+    @property
+    def variance(self) -> float:
+        """Variance of each whitened noise coordinate (``2 b^2`` Laplace, ``sigma^2`` Gaussian)."""
+        cal = self._finished_calibration()
+        return cal.scale**2 if self.noise == "gaussian" else 2.0 * cal.scale**2
+
+    @property
     def expected_sq_l2_error(self) -> float:
-        """``E||noise||_W^2`` of one draw (MATH.md §3.5)."""
-        return iclp_expected_sq_error(self.basis.eigenvalues, self.calibration.scale)
+        """``E||noise||_W^2`` of one draw (formula ``noise.whitened.expected_sq_l2@1``)."""
+        if self.recolour is None:
+            raise InternalError("the plan has no recolouring before its selection step")
+        return whitened_expected_sq_error(self.recolour, self.basis.grid.weights, self.variance)
+
+    @property
+    def calibration_formula(self) -> str:
+        """Formula id of the calibration rule."""
+        cal = self._finished_calibration()
+        if isinstance(cal, GaussianCalibration):
+            return cal.formula_id
+        return "calibration.iclp.laplace_whitened@1"
+
+    @property
+    def formulas(self) -> list[str]:
+        """Every formula id this plan relies on (cited by the manifest)."""
+        grid = self.basis.grid
+        ids = {
+            "grid.midpoint@1" if grid.rule == "midpoint" else "grid.trapezoid@1",
+            "eigen.weighted_kl@1", "preprocess.clip_l2@1", ESTIMATOR_FORMULAS[self.estimator],
+            self.sensitivity_formula, self.paper_formula, self.calibration_formula, "noise.whitened.expected_sq_l2@1",
+            "accounting.pure.sequential@1",
+        }
+        if self.tuning_formula is not None:
+            ids.add(self.tuning_formula)
+        if self.estimator == "bernstein":
+            ids.add("preprocess.clip_sup@1")
+        if self.selection is not None and self.selection.method == "dp_select":
+            ids |= {"selection.exp_mech.score_sensitivity@1", "selection.exp_mech.gumbel@1"}
+        return sorted(ids)
+
+    def _finished_calibration(self) -> LaplaceCalibration | GaussianCalibration:
+        if self.calibration is None:
+            raise InternalError("the plan's noise is not calibrated before its selection step")
+        return self.calibration
 
 
 @dataclass(frozen=True, eq=False)
@@ -100,7 +275,9 @@ class MeanRelease:
 
     @property
     def sensitivity(self) -> float:
-        """Exact sensitivity that set the noise."""
+        """The sensitivity that set the noise."""
+        if self.plan.sensitivity is None:  # pragma: no cover - a release always has a finished plan
+            raise InternalError("release without a finished plan")
         return self.plan.sensitivity
 
     @property
@@ -110,13 +287,18 @@ class MeanRelease:
 
     @property
     def epsilon(self) -> float:
-        """Epsilon of one draw."""
+        """Epsilon of one draw (selection included)."""
         return self.plan.epsilon
 
     @property
     def delta(self) -> float:
         """Delta of one draw (0: pure DP)."""
         return self.plan.delta
+
+    @property
+    def private(self) -> bool:
+        """``False`` when PCV chose a parameter from the data without budget (simulation only)."""
+        return not self.plan.non_private
 
 
 def plan_mean_release(
@@ -129,17 +311,32 @@ def plan_mean_release(
     estimator: str = "iclp_qr",
     eta: float | None = None,
     psi: float | None = None,
-    tuning: str = "exact_balanced",
+    tuning: str | None = None,
     delta: float = 0.0,
     secure: bool = True,
+    n_basis: int | None = None,
+    calibration: str = "analytic",
+    lattice_k: int | None = None,
+    sup_clip: float | None = None,
+    select_epsilon: float | None = None,
+    non_private: bool = False,
 ) -> MeanPlan:
-    """Fix the noise of a mean release from public inputs only (MATH.md §4.3, §5.1, §3.3).
+    """Fix the noise of a mean release from public inputs only (MATH.md §4, §5).
 
-    ``eta`` and ``psi`` are either both given (``tuning = "fixed"``) or both chosen by
-    the PSS rule ``tuning``; giving only one is an error (no silent mixing).
+    Parameters are either fixed (``eta`` and ``psi`` together; ``n_basis`` for FRL; ``lattice_k``
+    for Bernstein) or chosen by ``tuning``: a PSS rule of the estimator
+    (:data:`fdpcore.tuning.PSS_RULES_BY_ESTIMATOR`, default :data:`fdpcore.tuning.DEFAULT_RULES`),
+    ``"dp_select"`` (exponential mechanism, ``select_epsilon`` of the total ``epsilon``) or
+    ``"pcv"`` (not DP: needs ``non_private=True``). With ``dp_select``/``pcv`` the returned plan is
+    pending until :func:`select_mean_parameters` runs.
 
-    Privacy assumptions: grid, kernel, ``n``, ``tau``, ``eta``/``psi`` (or the PSS rule)
-    are fixed without looking at the data.
+    Privacy assumptions: grid, kernel, ``n``, ``tau``, ``sup_clip`` and the parameters (or the
+    rule that picks them) are fixed without looking at the data.
+
+    Raises:
+        PrivacyParameterError: ``delta > 0`` for a pure-DP estimator, ``delta = 0`` for ``gp``,
+            ``classical`` with ``epsilon > 1``, ICLP-AR ``eta < 1``, a bad ``select_epsilon``.
+        DomainError: unknown estimator or rule, parameters not meant for the estimator.
 
     >>> from fdpcore.grids import midpoint_grid
     >>> p = plan_mean_release(midpoint_grid(48), {"name": "matern", "nu": 1.5, "rho": 0.1},
@@ -153,49 +350,297 @@ def plan_mean_release(
     tau = _validate.positive_finite("tau", tau)
     epsilon = _validate.positive_finite("epsilon", epsilon)
     delta = _validate.delta_value(delta)
-    if delta != 0.0:
+    if estimator == "gp":
+        if delta == 0.0:
+            raise PrivacyParameterError("delta (0.0) must be > 0 for the gp estimator (Gaussian noise)")
+        if calibration not in CALIBRATIONS:
+            raise DomainError(f"calibration ({calibration!r}) must be one of {sorted(CALIBRATIONS)}")
+    elif delta != 0.0:
         raise PrivacyParameterError(f"delta ({delta!r}) must be 0 for the pure-DP estimator {estimator!r}")
+    _check_parameter_kinds(estimator, eta=eta, psi=psi, n_basis=n_basis, lattice_k=lattice_k, sup_clip=sup_clip)
     spec = kernel_spec(kernel)
     basis = weighted_eigenbasis(spec, grid)
     beta = decay_rate(spec, basis.eigenvalues)
+    base = MeanPlan(
+        estimator, basis, n, tau, epsilon, delta, None, None, None, None,
+        _validate.positive_finite("sup_clip", sup_clip) if sup_clip is not None else None,
+        "fixed", None, beta, None, ESTIMATORS[estimator], None, PAPER_FORMULAS[estimator], None, None,
+        gp_calibration=calibration if estimator == "gp" else None, non_private=False, secure=secure,
+    )
+    fixed = {"iclp_qr": eta, "gp": eta, "iclp_ar": eta, "frl": n_basis, "bernstein": lattice_k}[estimator]
+    if tuning in DATA_TUNING:
+        if fixed is not None:
+            raise DomainError(f"tuning ({tuning!r}) chooses the parameters; do not also fix them")
+        return _plan_selection(base, tuning, select_epsilon=select_epsilon, non_private=non_private)
+    if select_epsilon is not None:
+        raise DomainError("select_epsilon is only used with tuning 'dp_select'")
+    if non_private:
+        raise DomainError("non_private is only meaningful with tuning 'pcv'")
+    if fixed is not None:
+        if tuning is not None and tuning != "fixed":
+            raise DomainError(f"tuning ({tuning!r}) must be left unset when the parameters are fixed")
+        return _finish(base, eta=eta, psi=psi, n_basis=n_basis, lattice_k=lattice_k, epsilon_mean=epsilon)
+    rule = tuning if tuning is not None else DEFAULT_RULES[estimator]
+    if rule not in PSS_RULES_BY_ESTIMATOR[estimator]:
+        allowed = sorted(PSS_RULES_BY_ESTIMATOR[estimator]) + ["dp_select"] + (["pcv"] if estimator != "bernstein" else [])
+        raise DomainError(f"tuning.rule ({rule!r}) must be one of {allowed} for estimator {estimator!r}")
+    choice = pss_mean(estimator, rule, beta=beta, n=n, epsilon=epsilon, n_kept=basis.n_basis)
+    base = dataclasses.replace(base, tuning=rule, tuning_formula=choice.formula_id)
+    return _finish(base, eta=choice.eta, psi=choice.psi, n_basis=choice.n_basis, lattice_k=choice.lattice_k,
+                   epsilon_mean=epsilon)
+
+
+def _check_parameter_kinds(
+    estimator: str, *, eta: float | None, psi: float | None, n_basis: int | None, lattice_k: int | None,
+    sup_clip: float | None,
+) -> None:
+    uses_eta = estimator in ("iclp_qr", "gp", "iclp_ar")
     if (eta is None) != (psi is None):
-        raise PrivacyParameterError("eta and psi must be given together, or both left to the PSS rule")
-    if eta is None or psi is None:
-        choice = pss_iclp_qr(tuning, beta=beta, n=n, epsilon=epsilon)
-        eta_v, psi_v, tuning_name, tuning_formula = choice.eta, choice.psi, choice.rule, choice.formula_id
+        raise PrivacyParameterError("eta and psi must be given together, or both left to the tuning rule")
+    if not uses_eta and eta is not None:
+        raise DomainError(f"eta/psi are not parameters of estimator {estimator!r}")
+    if estimator != "frl" and n_basis is not None:
+        raise DomainError(f"n_basis is a parameter of frl only, not of {estimator!r}")
+    if estimator != "bernstein" and (lattice_k is not None or sup_clip is not None):
+        raise DomainError(f"lattice_k and sup_clip are parameters of bernstein only, not of {estimator!r}")
+    if estimator == "bernstein" and sup_clip is None:
+        raise PrivacyParameterError("sup_clip (None) must be given for bernstein: its sensitivity 2BL/n needs the sup-norm clip B")
+    if estimator == "iclp_ar" and eta is not None and _validate.positive_finite("eta", eta) < 1.0:
+        raise PrivacyParameterError(f"eta ({eta!r}) must be >= 1 for iclp_ar (MATH.md §4.2)")
+
+
+def _finish(
+    base: MeanPlan, *, eta: float | None, psi: float | None, n_basis: int | None, lattice_k: int | None,
+    epsilon_mean: float, secure: bool | None = None,
+) -> MeanPlan:
+    """Sensitivity, paper bound, calibration and recolouring for fixed parameters."""
+    est, lam, phi, n, tau = base.estimator, base.basis.eigenvalues, base.basis.eigenfunctions, base.n, base.tau
+    sec = base.secure if secure is None else secure
+    root = np.sqrt(lam)
+    if est in ("iclp_qr", "gp", "iclp_ar"):
+        eta = _validate.positive_finite("eta", eta if eta is not None else float("nan"))
+        psi = _validate.positive_finite("psi", psi if psi is not None else float("nan"))
+    if est in ("iclp_qr", "gp"):
+        if est == "iclp_qr":
+            sens = iclp_qr_sensitivity(lam, eta=eta, psi=psi, tau=tau, n=n)
+            paper = iclp_qr_paper_sensitivity(lam, eta=eta, psi=psi, tau=tau, n=n)
+        else:
+            sens = gp_cm_sensitivity(lam, eta=eta, psi=psi, tau=tau, n=n)
+            paper = gp_cm_paper_sensitivity(eta=eta, psi=psi, tau=tau, n=n)
+        recolour = (phi * root).T
+    elif est == "iclp_ar":
+        if eta < 1.0:
+            raise PrivacyParameterError(f"eta ({eta!r}) must be >= 1 for iclp_ar (MATH.md §4.2)")
+        sens = iclp_ar_sensitivity(lam, eta=eta, psi=psi, tau=tau, n=n)
+        paper = iclp_ar_paper_sensitivity(lam, eta=eta, psi=psi, tau=tau, n=n)
+        j_star = iclp_ar_active_set(lam, eta=eta, psi=psi, tau=tau)
+        recolour = (phi[:, :j_star] * root[:j_star]).T
+    elif est == "frl":
+        m = _validate.positive_int("n_basis", n_basis if n_basis is not None else 0)
+        if m > base.basis.n_basis:
+            raise DomainError(f"n_basis ({m}) must be <= the number of kept eigenpairs ({base.basis.n_basis})")
+        n_basis = m
+        sens = frl_sensitivity(m, tau=tau, n=n)
+        paper = frl_paper_sensitivity(m, tau=tau, n=n)
+        recolour = phi[:, :m].T.copy()
+    else:  # bernstein
+        k = _validate.positive_int("lattice_k", lattice_k if lattice_k is not None else 0)
+        lattice_k = k
+        if base.sup_clip is None:  # pragma: no cover - checked on entry
+            raise InternalError("bernstein plan without sup_clip")
+        sens = bernstein_sensitivity(base.sup_clip, k=k, n=n)
+        paper = sens
+        grid = base.basis.grid
+        a, b = grid.domain_range
+        recolour = bernstein_basis((grid.grid_points - a) / (b - a), k).T
+    d = recolour.shape[0]
+    cal: LaplaceCalibration | GaussianCalibration
+    if est == "gp":
+        cal = calibrate_gaussian(sens, epsilon_mean, base.delta, n_basis=d,
+                                 calibration=base.gp_calibration or "analytic", secure=sec)
     else:
-        eta_v = _validate.positive_finite("eta", eta)
-        psi_v = _validate.positive_finite("psi", psi)
-        tuning_name, tuning_formula = "fixed", None
-    lam = basis.eigenvalues
-    sens = iclp_qr_sensitivity(lam, eta=eta_v, psi=psi_v, tau=tau, n=n)
-    paper = iclp_qr_paper_sensitivity(lam, eta=eta_v, psi=psi_v, tau=tau, n=n)
-    calibration = calibrate_iclp(sens, epsilon, n_basis=basis.n_basis, secure=secure)
-    return MeanPlan(
-        estimator, basis, n, tau, epsilon, delta, eta_v, psi_v, tuning_name, tuning_formula, beta,
-        sens, ESTIMATORS[estimator], paper, "sensitivity.mean.iclp_qr.paper_l1@1", calibration,
+        cal = calibrate_iclp(sens, epsilon_mean, n_basis=d, secure=sec)
+    recolour.setflags(write=False)
+    return dataclasses.replace(
+        base, eta=eta if est in ("iclp_qr", "gp", "iclp_ar") else None,
+        psi=psi if est in ("iclp_qr", "gp", "iclp_ar") else None, n_basis=n_basis if est == "frl" else None,
+        lattice_k=lattice_k if est == "bernstein" else None, sensitivity=sens, paper_sensitivity=paper,
+        calibration=cal, recolour=recolour,
     )
 
 
-def summarise_mean(clipped_curves: ArrayLike, plan: MeanPlan) -> NDArrayFloat:
-    """Pre-noise ICLP-QR coefficients of the mean of clipped curves (never publish them).
+def _exact_split(epsilon: float, epsilon_1: float) -> tuple[float, float]:
+    """``(eps_1, eps_2)`` with ``eps_1 + eps_2 = epsilon`` exactly in rationals (eps_1 moved by <= 1 ulp)."""
+    if epsilon_1 >= epsilon / 2.0:
+        e1, e2 = epsilon_1, epsilon - epsilon_1  # exact by Sterbenz
+    else:
+        e2 = epsilon - epsilon_1
+        e1 = epsilon - e2  # exact by Sterbenz (e2 >= epsilon / 2)
+    if Fraction(e1) + Fraction(e2) != Fraction(epsilon) or e1 <= 0 or e2 <= 0:
+        raise InternalError("could not split epsilon exactly")
+    return e1, e2
 
-    The projection onto the kept span (MATH.md §1.4) is implicit: only kept
-    coefficients are computed.
+
+def _plan_selection(base: MeanPlan, method: str, *, select_epsilon: float | None, non_private: bool) -> MeanPlan:
+    """A pending plan: candidates, split, score sensitivity and penalties (all public)."""
+    est = base.estimator
+    if est == "bernstein":
+        raise DomainError("tuning ('dp_select'/'pcv') is not available for bernstein; fix lattice_k or use 'derived_c2'")
+    n_t, n_v = split_sizes(base.n)
+    if method == "dp_select":
+        if non_private:
+            raise DomainError("non_private is only meaningful with tuning 'pcv'")
+        if select_epsilon is None:
+            raise PrivacyParameterError("select_epsilon (None) must be given with tuning 'dp_select'")
+        e1 = _validate.positive_finite("select_epsilon", select_epsilon)
+        if not e1 < base.epsilon:
+            raise PrivacyParameterError(f"select_epsilon ({e1!r}) must be < epsilon ({base.epsilon!r})")
+        e1, e2 = _exact_split(base.epsilon, e1)
+        d_u = selection_score_sensitivity(base.tau, n_t, n_v)
+        formula = "selection.exp_mech.gumbel@1"
+    else:
+        if not non_private:
+            raise PrivacyParameterError(
+                "tuning ('pcv') is not differentially private (MATH.md §5.2); it needs non_private=True"
+            )
+        if select_epsilon is not None:
+            raise DomainError("select_epsilon is only used with tuning 'dp_select'")
+        e1, e2, d_u, formula = 0.0, base.epsilon, 0.0, None
+    rule = DEFAULT_RULES[est]
+    if est == "frl":
+        m0 = pss_mean(est, rule, beta=base.beta, n=n_t, epsilon=e2, n_kept=base.basis.n_basis).n_basis or 1
+        cands: tuple[float, ...] = tuple(sorted({float(min(max(round(m0 * g), 1), base.basis.n_basis)) for g in M_GRID}))
+        parameter = "n_basis"
+        pen = tuple(_finish(base, eta=None, psi=None, n_basis=int(c), lattice_k=None, epsilon_mean=e2,
+                            secure=False).expected_sq_l2_error for c in cands)
+        eta = None
+    else:
+        choice = pss_mean(est, rule, beta=base.beta, n=n_t, epsilon=e2, n_kept=base.basis.n_basis)
+        if choice.psi is None or choice.eta is None:  # pragma: no cover
+            raise InternalError("PSS gave no (eta, psi)")
+        eta = choice.eta
+        cands = tuple(choice.psi * g for g in PSI_GRID)
+        parameter = "psi"
+        pen = tuple(_finish(base, eta=eta, psi=c, n_basis=None, lattice_k=None, epsilon_mean=e2,
+                            secure=False).expected_sq_l2_error for c in cands)
+    spec = SelectionSpec(method, parameter, cands, pen, n_t, n_v, e1, d_u, PCV_FOLDS if method == "pcv" else 0)
+    return dataclasses.replace(base, tuning=method, tuning_formula=formula, eta=eta, selection=spec,
+                               non_private=method == "pcv")
+
+
+def select_mean_parameters(
+    clipped_curves: ArrayLike, plan: MeanPlan, *, rng: np.random.Generator | None = None
+) -> MeanPlan:
+    """Run a pending plan's selection on the data and return the finished plan (MATH.md §5.2-5.3).
+
+    ``dp_select``: the exponential mechanism (Gumbel report-noisy-max, OpenDP when the plan is
+    secure) on the validation score of §5.3, ``epsilon_1``-DP; then ``psi = psi_hat n_t / n``
+    (post-processing) or ``M = M_hat``. Call it only after the full cost has been charged, and mark
+    the charge final before: its randomness depends on the data.
+
+    ``pcv``: 10-fold cross-validation by position, scoring the squared distance of each training
+    fit to the held-out fold mean plus the candidate's expected noise energy. **Not DP.**
     """
+    spec = plan.selection
+    if spec is None or not plan.pending:
+        raise DomainError("the plan has no pending selection (tuning must be 'dp_select' or 'pcv')")
+    x = _checked(clipped_curves, plan)
+    theta = plan.basis.coefficients(x)
+    if spec.method == "dp_select":
+        fits = _fits(plan, theta[: spec.n_train].mean(axis=0), spec.candidates)
+        val = theta[spec.n_train:]
+        sq = plan.basis.grid.norm(x[spec.n_train:]) ** 2
+        scores = selection_scores(val, sq, fits, spec.penalties)
+        idx = exponential_select(scores, epsilon=spec.epsilon, sensitivity=spec.score_sensitivity,
+                                 secure=plan.secure, rng=rng)
+    else:
+        folds = np.array_split(np.arange(plan.n), min(spec.folds, plan.n))
+        total = np.zeros(len(spec.candidates))
+        for fold in folds:  # 10 folds, vectorised over curves and candidates
+            mask = np.ones(plan.n, dtype=bool)
+            mask[fold] = False
+            fits = _fits(plan, theta[mask].mean(axis=0), spec.candidates)
+            held = theta[fold].mean(axis=0)
+            total += np.sum((fits - held) ** 2, axis=1) + np.asarray(spec.penalties)
+        idx = int(np.argmin(total))
+    chosen = spec.candidates[idx]
+    e2 = plan.epsilon_mean
+    if spec.parameter == "n_basis":
+        return _finish(plan, eta=None, psi=None, n_basis=int(chosen), lattice_k=None, epsilon_mean=e2)
+    psi = chosen * spec.n_train / plan.n if spec.method == "dp_select" else chosen
+    return _finish(plan, eta=plan.eta, psi=psi, n_basis=None, lattice_k=None, epsilon_mean=e2)
+
+
+def _fits(plan: MeanPlan, xbar: NDArrayFloat, candidates: tuple[float, ...]) -> NDArrayFloat:
+    """Estimator coefficients (full kept basis) of ``xbar`` for each candidate: ``L x J``."""
+    lam = plan.basis.eigenvalues
+    if plan.estimator == "frl":
+        keep = np.arange(lam.shape[0])[None, :] < np.asarray(candidates)[:, None]
+        return np.where(keep, xbar[None, :], 0.0)
+    eta = plan.eta if plan.eta is not None else float("nan")
+    if plan.estimator == "iclp_ar":
+        return np.stack([iclp_ar_mean_coefficients(xbar, lam, eta=eta, psi=c) for c in candidates])
+    return np.stack([iclp_qr_mean_coefficients(xbar, lam, eta=eta, psi=c) for c in candidates])
+
+
+def _checked(clipped_curves: ArrayLike, plan: MeanPlan) -> NDArrayFloat:
     x = _validate.finite_matrix("curves", clipped_curves, plan.basis.grid.size)
     if x.shape[0] != plan.n:
         raise DomainError(f"curves has {x.shape[0]} rows but the plan is for n = {plan.n} records")
+    return x
+
+
+def summarise_mean(clipped_curves: ArrayLike, plan: MeanPlan) -> NDArrayFloat:
+    """Pre-noise whitened coordinates ``z`` of the plan's estimator (never publish them).
+
+    The projection onto the kept span (MATH.md §1.4) is implicit: only kept coefficients are
+    computed. For Bernstein the curves are sup-clipped to ``B`` record by record and interpolated
+    onto the lattice.
+
+    >>> from fdpcore.grids import midpoint_grid
+    >>> p = plan_mean_release(midpoint_grid(20), {"name": "matern", "nu": 1.5, "rho": 0.1}, n=2, tau=1.0,
+    ...                       epsilon=1.0, estimator="frl", n_basis=3, secure=False)
+    >>> summarise_mean(np.zeros((2, 20)), p).tolist()
+    [0.0, 0.0, 0.0]
+    """
+    if plan.pending:
+        raise DomainError("the plan's parameters are not selected yet; run select_mean_parameters first")
+    x = _checked(clipped_curves, plan)
+    lam = plan.basis.eigenvalues
+    if plan.estimator == "bernstein":
+        k = plan.lattice_k if plan.lattice_k is not None else 0
+        b = plan.sup_clip if plan.sup_clip is not None else float("nan")
+        grid = plan.basis.grid
+        clipped, _ = clip_sup(x, b)
+        r = bernstein_interpolation_matrix(grid.grid_points, grid.domain_range, k)
+        return (clipped @ r.T).mean(axis=0)
     xbar = plan.basis.coefficients(x).mean(axis=0)
-    return iclp_qr_mean_coefficients(xbar, plan.basis.eigenvalues, eta=plan.eta, psi=plan.psi)
+    if plan.estimator == "frl":
+        return frl_mean_coefficients(xbar, plan.n_basis if plan.n_basis is not None else 0)
+    eta = plan.eta if plan.eta is not None else float("nan")
+    psi = plan.psi if plan.psi is not None else float("nan")
+    if plan.estimator == "iclp_ar":
+        d = plan.recolour.shape[0] if plan.recolour is not None else 0
+        return iclp_ar_mean_coefficients(xbar, lam, eta=eta, psi=psi)[:d] / np.sqrt(lam[:d])
+    return iclp_qr_mean_coefficients(xbar, lam, eta=eta, psi=psi) / np.sqrt(lam)
 
 
 def draw_mean_release(
-    plan: MeanPlan, coefficients: ArrayLike, *, draws: int = 1, rng: np.random.Generator | None = None
+    plan: MeanPlan, z: ArrayLike, *, draws: int = 1, rng: np.random.Generator | None = None
 ) -> NDArrayFloat:
-    """Add calibrated ICLP noise and recolour to the grid: ``draws x K`` private curves."""
-    noisy = sample_iclp_coefficients(coefficients, plan.basis.eigenvalues, plan.calibration, draws=draws, rng=rng)
-    return plan.basis.reconstruct(noisy)
+    """Add the calibrated noise to the whitened coordinates and recolour to the grid: ``draws x K``.
+
+    Secure plans draw with OpenDP (``rng`` ignored); ``secure=False`` plans use NumPy and ``rng``.
+    Each draw is a separate release.
+    """
+    cal = plan._finished_calibration()
+    if plan.recolour is None:  # pragma: no cover - set together with the calibration
+        raise InternalError("plan without recolouring")
+    if isinstance(cal, GaussianCalibration):
+        noisy = sample_gaussian_whitened(z, cal, draws=draws, rng=rng)
+    else:
+        noisy = sample_laplace_whitened(z, cal, draws=draws, rng=rng)
+    return noisy @ plan.recolour
 
 
 def release_mean(
@@ -211,7 +656,12 @@ def release_mean(
     delta: float = 0.0,
     draws: int = 1,
     secure: bool = True,
-    tuning: str = "exact_balanced",
+    tuning: str | None = None,
+    n_basis: int | None = None,
+    calibration: str = "analytic",
+    lattice_k: int | None = None,
+    sup_clip: float | None = None,
+    select_epsilon: float | None = None,
     rng: np.random.Generator | None = None,
 ) -> MeanRelease:
     """Release a differentially private mean curve (the Python facade of DESIGN.md).
@@ -219,23 +669,28 @@ def release_mean(
     Args:
         curves: ``n x K`` curve values on the grid (one row per privacy unit).
         t: the grid nodes (trapezoid weights on ``[t_1, t_K]``) or a :class:`Grid`.
-        epsilon: privacy parameter of one draw.
+        epsilon: privacy parameter of one draw (selection included).
         tau: L2 clipping radius; curves are clipped record-wise.
         kernel: kernel mapping, e.g. ``{"name": "matern", "nu": 1.5, "rho": 0.1}``.
-        estimator: ``"iclp_qr"``.
-        eta, psi: regularisation; ``None`` for both lets the PSS rule ``tuning`` choose.
-        delta: must be 0 for the pure-DP estimators.
+        estimator: ``"iclp_qr"``, ``"iclp_ar"``, ``"frl"``, ``"gp"`` or ``"bernstein"``.
+        eta, psi: regularisation (QR, GP, AR); ``None`` for both lets ``tuning`` choose.
+        delta: 0 for the pure-DP estimators; ``> 0`` for ``gp``.
         draws: independent draws; each is a separate release costing ``epsilon``.
-        secure: OpenDP's floating-point-safe sampler. ``False`` uses NumPy (simulations only).
-        tuning: PSS rule name (see :data:`fdpcore.tuning.PSS_RULES`).
+        secure: OpenDP's floating-point-safe samplers. ``False`` uses NumPy (simulations only).
+        tuning: a PSS rule, ``"dp_select"`` or ``"pcv"`` (simulation only: needs ``secure=False``
+            and the result has ``private == False``); default: the estimator's tightened PSS rule.
+        n_basis: FRL's ``M``. calibration: ``"analytic"`` or ``"classical"`` (gp).
+        lattice_k, sup_clip: Bernstein lattice resolution ``k`` and sup-norm clip ``B``.
+        select_epsilon: ``epsilon_1`` of ``dp_select`` (part of ``epsilon``).
         rng: generator for ``secure=False`` (ignored when secure).
 
     Returns:
         :class:`MeanRelease` with ``.values`` (``draws x K``), ``.sensitivity``, ``.epsilon``,
         ``.delta`` and ``.formula_id``.
 
-    Privacy assumptions: the grid, kernel, ``tau``, ``eta``/``psi`` and ``n`` are public and
-    fixed before seeing the data; one row per privacy unit; replace-one adjacency.
+    Privacy assumptions: the grid, kernel, ``tau``, ``sup_clip``, the parameters (or the rule
+    choosing them) and ``n`` are public and fixed before seeing the data; one row per privacy unit;
+    replace-one adjacency.
 
     >>> rng = np.random.default_rng(1)
     >>> x = rng.normal(size=(200, 30)) * 0.1
@@ -243,13 +698,22 @@ def release_mean(
     ...                  kernel={"name": "matern", "nu": 1.5, "rho": 0.1}, secure=False, rng=rng)
     >>> r.values.shape, r.formula_id
     ((1, 30), 'sensitivity.mean.iclp_qr.exact_l2@1')
+    >>> g = release_mean(x, np.linspace(0, 1, 30), epsilon=1.0, delta=1e-5, tau=1.0, estimator="gp",
+    ...                  kernel={"name": "matern", "nu": 1.5, "rho": 0.1}, secure=False, rng=rng)
+    >>> g.formula_id, g.plan.rho is not None
+    ('sensitivity.mean.gp.cm_exact@1', True)
     """
     grid = t if isinstance(t, Grid) else grid_from_nodes(t)
     x = _validate.finite_matrix("curves", curves, grid.size)
+    if tuning == "pcv" and secure:
+        raise PrivacyParameterError("tuning ('pcv') is not differentially private; it is for simulations (secure=False) only")
     plan = plan_mean_release(
         grid, kernel, n=x.shape[0], tau=tau, epsilon=epsilon, estimator=estimator, eta=eta, psi=psi,
-        tuning=tuning, delta=delta, secure=secure,
+        tuning=tuning, delta=delta, secure=secure, n_basis=n_basis, calibration=calibration,
+        lattice_k=lattice_k, sup_clip=sup_clip, select_epsilon=select_epsilon, non_private=tuning == "pcv",
     )
     clipped, _ = clip_l2(x, grid.weights, plan.tau)
-    coefficients = summarise_mean(clipped, plan)
-    return MeanRelease(draw_mean_release(plan, coefficients, draws=draws, rng=rng), grid, plan)
+    if plan.pending:
+        plan = select_mean_parameters(clipped, plan, rng=rng)
+    z = summarise_mean(clipped, plan)
+    return MeanRelease(draw_mean_release(plan, z, draws=draws, rng=rng), grid, plan)

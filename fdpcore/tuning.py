@@ -7,12 +7,23 @@ follow the constant-1 convention of MATH.md §2.4 (trace-normalised kernel, tau 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from fdpcore import _validate
 from fdpcore.errors import DomainError
 
-__all__ = ["PSS_RULES", "PssChoice", "pss_iclp_qr"]
+__all__ = [
+    "DEFAULT_RULES",
+    "PSS_RULES",
+    "PSS_RULES_BY_ESTIMATOR",
+    "PssChoice",
+    "pss_bernstein",
+    "pss_frl",
+    "pss_iclp_ar",
+    "pss_iclp_qr",
+    "pss_mean",
+]
 
 #: Free-privacy margin varsigma added to the boundary eta (MATH.md §5.1).
 FREE_MARGIN = 0.25
@@ -26,15 +37,54 @@ PSS_RULES: dict[str, str] = {
 }
 
 
+#: PSS rules for FRL (MATH.md §5.1): name -> description.
+FRL_RULES: dict[str, str] = {
+    "exact": "M = floor((n eps^2)^(1/2)), clipped to [1, |J|]: privacy term M^2/(n eps)^2 of the exact sensitivity",
+    "paper": "M = floor((n eps^2)^(1/3)), clipped to [1, |J|]: the eps-aware form of [ICLP-v2] Cor. 1 (paper sensitivity)",
+}
+
+#: PSS rules for ICLP-AR (MATH.md §4.2 corrected rates, §5.1).
+AR_RULES: dict[str, str] = {
+    "derived_l1": "eta = 2 + 4/beta, psi = (n eps^2)^(-eta beta / (2 (beta + 2))): MATH.md §5.1 default (l1 form)",
+    "tightened_l2": "eta = 2 + 2/beta, psi = (n eps^2)^(-eta beta / (2 (beta + 1))): the same balance with the l2 sensitivity",
+}
+
+#: PSS rule for the Bernstein lattice (derived here; MATH.md gives no rate for it).
+BERNSTEIN_RULES: dict[str, str] = {
+    "derived_c2": "k = round((n eps)^(4/7)): balances the C^2 bias k^-2 with the privacy term k^(3/2)/(n eps)^2",
+}
+
+#: PSS rules per estimator; GP-ADP uses the ICLP-QR rules (MATH.md §5.1).
+PSS_RULES_BY_ESTIMATOR: dict[str, dict[str, str]] = {
+    "iclp_qr": PSS_RULES,
+    "gp": PSS_RULES,
+    "iclp_ar": AR_RULES,
+    "frl": FRL_RULES,
+    "bernstein": BERNSTEIN_RULES,
+}
+
+#: Default PSS rule per estimator (the tightened one where there is a choice).
+DEFAULT_RULES: dict[str, str] = {
+    "iclp_qr": "exact_balanced", "gp": "exact_balanced", "iclp_ar": "tightened_l2", "frl": "exact",
+    "bernstein": "derived_c2",
+}
+
+
 @dataclass(frozen=True)
 class PssChoice:
-    """A PSS choice: the parameters and the formula id that produced them."""
+    """A PSS choice: the parameters and the formula id that produced them.
 
-    eta: float
-    psi: float
+    ``eta``/``psi`` are set for ICLP-QR, GP and ICLP-AR; ``n_basis`` (M) for FRL;
+    ``lattice_k`` for Bernstein; the others are ``None``.
+    """
+
+    eta: float | None
+    psi: float | None
     rule: str
     formula_id: str
     beta: float
+    n_basis: int | None = None
+    lattice_k: int | None = None
 
 
 def pss_iclp_qr(rule: str, *, beta: float, n: int, epsilon: float) -> PssChoice:
@@ -59,3 +109,81 @@ def pss_iclp_qr(rule: str, *, beta: float, n: int, epsilon: float) -> PssChoice:
     else:
         eta, psi = base + FREE_MARGIN, 1.0 / n
     return PssChoice(eta, psi, rule, f"tuning.pss.iclp_qr.{rule}@1", beta)
+
+
+def pss_frl(rule: str, *, n: int, epsilon: float, n_kept: int) -> PssChoice:
+    """PSS value of ``M`` for FRL (formula ``tuning.pss.frl.<rule>@1``, MATH.md §5.1).
+
+    .. math:: \\text{exact: } M = \\lfloor (n\\epsilon^2)^{1/2} \\rfloor,\\qquad
+              \\text{paper: } M = \\lfloor (n\\epsilon^2)^{1/3} \\rfloor,\\qquad M \\in [1, |\\mathcal J|]
+
+    >>> pss_frl("exact", n=508, epsilon=1.0, n_kept=48).n_basis, pss_frl("paper", n=508, epsilon=1.0, n_kept=48).n_basis
+    (22, 7)
+    """
+    n = _validate.positive_int("n", n)
+    epsilon = _validate.positive_finite("epsilon", epsilon)
+    n_kept = _validate.positive_int("n_kept", n_kept)
+    if rule not in FRL_RULES:
+        raise DomainError(f"tuning.rule ({rule!r}) must be one of {sorted(FRL_RULES)} for frl")
+    power = 0.5 if rule == "exact" else 1.0 / 3.0
+    # a tiny relative slack so that exact cubes/squares are not floored one below
+    m = int(math.floor((n * epsilon**2) ** power * (1 + 1e-12)))
+    return PssChoice(None, None, rule, f"tuning.pss.frl.{rule}@1", float("nan"), n_basis=min(max(m, 1), n_kept))
+
+
+def pss_iclp_ar(rule: str, *, beta: float, n: int, epsilon: float) -> PssChoice:
+    """PSS values of ``(eta, psi)`` for ICLP-AR (formula ``tuning.pss.iclp_ar.<rule>@1``, MATH.md §4.2, §5.1).
+
+    .. math:: \\text{derived\\_l1: }\\eta = 2 + 4/\\beta,\\ \\psi = (n\\epsilon^2)^{-\\eta\\beta/(2(\\beta+2))};\\quad
+              \\text{tightened\\_l2: }\\eta = 2 + 2/\\beta,\\ \\psi = (n\\epsilon^2)^{-\\eta\\beta/(2(\\beta+1))}
+
+    >>> c = pss_iclp_ar("tightened_l2", beta=4.0, n=100, epsilon=1.0)
+    >>> (c.eta, round(c.psi, 12))
+    (2.5, 0.01)
+    """
+    beta = _validate.positive_finite("beta", beta, privacy=False)
+    n = _validate.positive_int("n", n)
+    epsilon = _validate.positive_finite("epsilon", epsilon)
+    if rule not in AR_RULES:
+        raise DomainError(f"tuning.rule ({rule!r}) must be one of {sorted(AR_RULES)} for iclp_ar")
+    c = 4.0 if rule == "derived_l1" else 2.0
+    eta = 2.0 + c / beta
+    psi = (n * epsilon**2) ** (-eta * beta / (2.0 * (beta + c / 2.0)))
+    return PssChoice(eta, psi, rule, f"tuning.pss.iclp_ar.{rule}@1", beta)
+
+
+def pss_bernstein(rule: str, *, n: int, epsilon: float) -> PssChoice:
+    """PSS lattice resolution ``k`` for the Bernstein mean (formula ``tuning.pss.bernstein.derived_c2@1``).
+
+    .. math:: k = \\operatorname{round}\\big((n\\epsilon)^{4/7}\\big)
+
+    Derived (not in the papers): for a ``C^2`` mean the squared bias is ``O(k^-2)`` (MATH.md §4.5,
+    approximation error) and the privacy error ``(2 Delta_1^2/eps^2) sum int b^2 ~ k^(3/2)/(n eps)^2``
+    because ``Delta_1 = 2BL/n`` and ``sum_nu int b_nu^2 ~ sqrt(pi/(4k))``; equating them gives the rule.
+
+    >>> pss_bernstein("derived_c2", n=508, epsilon=1.0).lattice_k
+    35
+    """
+    n = _validate.positive_int("n", n)
+    epsilon = _validate.positive_finite("epsilon", epsilon)
+    if rule not in BERNSTEIN_RULES:
+        raise DomainError(f"tuning.rule ({rule!r}) must be one of {sorted(BERNSTEIN_RULES)} for bernstein")
+    k = max(1, round((n * epsilon) ** (4.0 / 7.0)))
+    return PssChoice(None, None, rule, f"tuning.pss.bernstein.{rule}@1", float("nan"), lattice_k=k)
+
+
+def pss_mean(estimator: str, rule: str, *, beta: float, n: int, epsilon: float, n_kept: int) -> PssChoice:
+    """Dispatch to the PSS rule of ``estimator`` (GP-ADP uses the ICLP-QR rules, MATH.md §5.1).
+
+    >>> pss_mean("gp", "exact_balanced", beta=4.0, n=100, epsilon=1.0, n_kept=30).formula_id
+    'tuning.pss.iclp_qr.exact_balanced@1'
+    """
+    if estimator in ("iclp_qr", "gp"):
+        return pss_iclp_qr(rule, beta=beta, n=n, epsilon=epsilon)
+    if estimator == "iclp_ar":
+        return pss_iclp_ar(rule, beta=beta, n=n, epsilon=epsilon)
+    if estimator == "frl":
+        return pss_frl(rule, n=n, epsilon=epsilon, n_kept=n_kept)
+    if estimator == "bernstein":
+        return pss_bernstein(rule, n=n, epsilon=epsilon)
+    raise DomainError(f"estimator ({estimator!r}) must be one of {sorted(PSS_RULES_BY_ESTIMATOR)}")
