@@ -217,4 +217,5 @@ def test_field_sampler_secure_path_uses_opendp() -> None:
     f = np.ones((5, 4))
     out = sample_iclp_field(f, tb, cal, draws=600)
     white = tb.kept_coefficients(out - f) / (cal.scale * np.sqrt(tb.eigenvalues[tb.kept]))
-    assert stats.kstest(white.ravel(), "laplace").pvalue > 1e-3
+    assert stats.kstest(white.ravel(), "laplace").pvalue > 1e-4  # OpenDP cannot be seeded
+    assert stats.kstest(white.ravel() / 0.8, "laplace").pvalue < 1e-6
