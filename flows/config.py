@@ -24,21 +24,31 @@ def load_config(path: str | Path) -> Any:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(f"config file {str(p)!r} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"config file {str(p)!r} cannot be read ({exc})") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {str(p)!r} is not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
+    except OSError as exc:
+        raise ConfigError(f"config file {str(p)!r} cannot be read ({exc.strerror}); check the path and its permissions") from None
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{p.name}: not valid YAML ({str(exc).splitlines()[0]})") from None
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise ConfigError(f"{p.name}: not valid YAML{where} ({str(exc).splitlines()[0]})") from None
+    except RecursionError:
+        raise ConfigError(f"{p.name}: not valid YAML (nested too deeply)") from None
+    except ValueError:  # e.g. an integer literal with more digits than Python converts
+        raise ConfigError(f"{p.name}: not valid YAML (a number has too many digits)") from None
     if not isinstance(raw, dict):
-        raise ConfigError(f"{p.name}: the config must be a YAML mapping")
+        raise ConfigError(f"{p.name}: the config must be a YAML mapping (key: value lines), not {type(raw).__name__}")
     summary = raw.get("summary", "mean")
-    if summary not in SUMMARIES:
+    if not isinstance(summary, str) or summary not in SUMMARIES:
         raise ConfigError(f"{p.name}: invalid config\n  summary: {summary!r} must be one of {sorted(SUMMARIES)}")
     try:
         return SUMMARIES[summary].config_model.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(f"{p.name}: invalid config\n{format_validation_error(exc)}") from None
+    except RecursionError:
+        raise ConfigError(f"{p.name}: invalid config (a value is nested too deeply)") from None
 
 
 def format_validation_error(exc: ValidationError) -> str:
