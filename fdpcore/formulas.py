@@ -75,6 +75,15 @@ _ENTRIES = [
         for rule in ("exact_balanced", "exact_free", "paper_balanced", "paper_free")
     ),
     Formula("accounting.pure.sequential@1", "fdpcore.accounting.compose_pure", "§12.1", "EXACT"),
+    Formula("eigen.tensor_kron@1", "fdpcore.tensor.tensor_eigenbasis", "§1.6", "DEFINITION"),
+    Formula("kernel.power_spectral@1", "fdpcore.norms.power_kernel", "§1.5, §2.3", "DEFINITION"),
+    Formula("kernel.power_trace@1", "fdpcore.norms.power_trace", "§1.5, §2.3", "DEFINITION"),
+    Formula("norm.power@1", "fdpcore.norms.power_norm", "§1.5", "DEFINITION"),
+    Formula("norm.cameron_martin@1", "fdpcore.norms.cameron_martin_norm", "§1.5", "DEFINITION"),
+    Formula("norm.one_c@1", "fdpcore.norms.one_c_norm", "§1.5", "DEFINITION"),
+    Formula("release.hrw.batch@1", "fdpcore.hrw.release_hrw_batch", "§11", "EXACT"),
+    Formula("release.hrw.online_conditional@1", "fdpcore.hrw.gaussian_conditional", "§11", "EXACT"),
+    Formula("release.hrw.online_ou_bridge@1", "fdpcore.hrw.ou_bridge_conditional", "§11", "EXACT"),
 ]
 
 #: All registered formulas by id.
