@@ -202,8 +202,24 @@ def gaussian_conditional(
     v = np.asarray(k_cross, dtype=np.float64)
     if lf.shape[0] == 0:
         return 0.0, float(k_point), np.zeros(0)
-    y = linalg.solve_triangular(lf, v, lower=True, check_finite=False)
+    y = _forward_substitution(lf, v)
     return float(y @ z), float(k_point - y @ y), y
+
+
+def _forward_substitution(lf: NDArrayFloat, v: NDArrayFloat, block: int = 256) -> NDArrayFloat:
+    """Solve ``L y = v`` by blocks: BLAS matrix-vector products on strided views, small triangular solves.
+
+    ``L`` is usually a leading block of a larger preallocated array, i.e. not contiguous;
+    a direct LAPACK call would copy all of it (O(i^2) memory traffic per query). Here only
+    the ``block x block`` diagonal blocks are copied.
+    """
+    n = lf.shape[0]
+    y = np.empty(n)
+    for start in range(0, n, block):
+        stop = min(start + block, n)
+        rhs = v[start:stop] - lf[start:stop, :start] @ y[:start] if start else v[start:stop]
+        y[start:stop] = linalg.solve_triangular(lf[start:stop, start:stop], rhs, lower=True, check_finite=False)
+    return y
 
 
 def ou_bridge_conditional(x: float, left: float | None, right: float | None, gamma: float) -> tuple[float, float, float]:

@@ -112,6 +112,18 @@ def test_general_online_step_matches_direct_conditioning_and_grows_the_factor() 
     assert unit_var == pytest.approx(float(1 - v @ np.linalg.solve(c, v)), rel=1e-8)
 
 
+def test_blocked_forward_substitution_on_a_strided_leading_block() -> None:
+    rng = np.random.default_rng(6)
+    big = np.zeros((800, 800))
+    a = rng.normal(size=(700, 700)) / 30
+    big[:700, :700] = np.tril(a) + np.diag(1.0 + rng.uniform(size=700))
+    v = rng.normal(size=700)
+    lf = big[:700, :700]  # a non-contiguous view, as inside OnlineGPReleaser
+    mean, var, y = gaussian_conditional(lf, np.ones(700), v, 10.0)
+    np.testing.assert_allclose(lf @ y, v, atol=1e-10)
+    assert mean == pytest.approx(float(y.sum()), rel=1e-12) and var == pytest.approx(10.0 - float(y @ y), rel=1e-12)
+
+
 def test_online_general_and_ou_agree_on_the_exponential_kernel() -> None:
     kernel = {"name": "exponential", "rho": 0.25}
     g = OnlineGPReleaser(kernel, noise_scale=1.0, secure=False, nugget=0.0)
