@@ -17,13 +17,40 @@ from fdpcore.errors import (
     PrivacyParameterError,
 )
 from fdpcore.grids import Grid, grid_from_nodes, midpoint_grid
+from fdpcore.hrw import OnlineGPReleaser, OUBridgeReleaser, release_hrw_batch
 from fdpcore.kernels import kernel_matrix, kernel_spec
+from fdpcore.norms import cameron_martin_norm, one_c_norm, power_kernel, power_norm, power_trace
 from fdpcore.preprocess import align_long, clip_l2
 from fdpcore.release import MeanPlan, MeanRelease, plan_mean_release, release_mean
+from fdpcore.tensor import (
+    SeparableKernel,
+    TensorEigenbasis,
+    TensorGrid,
+    sample_iclp_field,
+    separable_kernel,
+    tensor_eigenbasis,
+    tensor_grid,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
+    # 2-D fields, power kernels and norms, [HRW] online GP release (MATH.md §1.5-1.6, §11)
+    "OUBridgeReleaser",
+    "OnlineGPReleaser",
+    "SeparableKernel",
+    "TensorEigenbasis",
+    "TensorGrid",
+    "cameron_martin_norm",
+    "one_c_norm",
+    "power_kernel",
+    "power_norm",
+    "power_trace",
+    "release_hrw_batch",
+    "sample_iclp_field",
+    "separable_kernel",
+    "tensor_eigenbasis",
+    "tensor_grid",
     "BudgetExceededError",
     "ConfigError",
     "DataError",
