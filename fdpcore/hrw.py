@@ -46,7 +46,7 @@ __all__ = [
     "release_hrw_batch",
 ]
 
-#: Default relative nugget: independent extra noise of variance ``nugget * max K(x, x)`` per
+#: Default relative nugget: independent extra noise of variance ``s^2 * nugget * K(x, x)`` per
 #: distinct point. Adding independent noise is post-processing, so it never weakens privacy;
 #: it keeps the Cholesky factor well conditioned for near-duplicate query points.
 DEFAULT_NUGGET = 1e-10
@@ -116,7 +116,7 @@ def release_hrw_batch(
     .. math:: \\tilde f(x_{1:m})\\sim N\\big(f_D(x_{1:m}),\\ s^2K_m\\big),\\qquad K_m=[K(x_a,x_b)]_{a,b\\le m}.
 
     [HRW] §5 prints the covariance as :math:`\\frac{c\\Delta}{\\alpha}K_m`; the scale must be
-    squared (MATH.md §14 item 15). Sampled as ``f + s L z`` with ``K_m + nugget * max diag * I = L L^T``.
+    squared (MATH.md §14 item 15). Sampled as ``f + s L z`` with ``K_m + nugget * diag(K_m) = L L^T``.
     With ``secure=True`` the data enter OpenDP only: the whitened vector ``L^{-1} f`` receives
     OpenDP's vector Gaussian with scale ``s`` and is recoloured by ``L`` (post-processing).
 
@@ -151,7 +151,7 @@ def release_hrw_batch(
     jitter = _nugget(nugget)
     cov = _kmat(k, x, x)
     cov = (cov + cov.T) / 2.0
-    cov[np.diag_indices_from(cov)] += jitter * float(np.max(np.diag(cov)))
+    cov[np.diag_indices_from(cov)] *= 1.0 + jitter
     try:
         chol = np.linalg.cholesky(cov)
     except np.linalg.LinAlgError:
@@ -311,7 +311,7 @@ class OnlineGPReleaser(_OnlineBase):
     drawn from the law of ``s G(x)`` given the noise already released
     (:func:`gaussian_conditional`). The Cholesky factor of the released points' kernel
     matrix grows by one row per new point (``O(i^2)`` per query). A repeated point returns
-    the stored answer. The joint law of all answers is exactly ``N(f_D(x), s^2 (K_m + nugget I))``.
+    the stored answer. The joint law of all answers is exactly ``N(f_D(x), s^2 (K_m + nugget diag K_m))``.
 
     Args:
         kernel: the noise kernel (1-D mapping/spec, or a separable 2-D kernel with points ``(s, u)``).
