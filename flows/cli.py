@@ -9,13 +9,18 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import logging
+import os
 import sys
+import tempfile
 import uuid
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from prefect.client.orchestration import get_client
+from prefect.settings import PREFECT_API_URL
 from pydantic import ValidationError
 
 from fdp.flows.config import config_sha256, format_validation_error, load_config
@@ -103,6 +108,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "schema":
             print(json.dumps(SCHEMAS[args.name].model_json_schema(), indent=2))
             return EXIT_OK
+    except ReleaseFailure as exc:
+        _err(str(exc))
+        return exc.exit_code
     except ValidationError as exc:
         _err(f"invalid arguments\n{format_validation_error(exc)}")
         return EXIT_INPUT
@@ -116,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         _err(str(exc))
         return EXIT_INPUT
     except Exception as exc:  # noqa: BLE001 - the documented catch-all exit code
-        _err(f"unexpected {type(exc).__name__}: {exc}")
+        _err(_unexpected(exc))
         return EXIT_ERROR
     return EXIT_ERROR  # pragma: no cover - argparse requires a command
 
@@ -127,20 +135,122 @@ def _release(config_path: Path, out: str | None, ledger_url: str | None, release
     if period is not None:
         check_period(period)
     url = ledger_url or default_ledger_url()
-    ledger = Ledger(url)
-    ledger.ensure_dataset(config.dataset.id, config.budget.epsilon, config.budget.delta, **config.budget.policy())
     rid = release_id or f"{config.dataset.id}-{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
     out_dir = Path(out) if out else Path("releases") / rid
-    manifest = SUMMARIES[config.summary].flow(
-        config=config, config_sha256=config_sha256(config), config_dir=str(config_path.resolve().parent),
-        out_dir=str(out_dir), ledger_url=url, release_id=rid, period=period,
-    )
+    _check_writable(out_dir)  # pre-flight, before the ledger is touched
+    _check_prefect_api()
+    _quiet_expected_tracebacks()
+    ledger = Ledger(url)
+    ledger.ensure_dataset(config.dataset.id, config.budget.epsilon, config.budget.delta, **config.budget.policy())
+    before = ledger.get(rid)
+    try:
+        manifest = SUMMARIES[config.summary].flow(
+            config=config, config_sha256=config_sha256(config), config_dir=str(config_path.resolve().parent),
+            out_dir=str(out_dir), ledger_url=url, release_id=rid, period=period,
+        )
+    except Exception as exc:
+        raise _explain_failure(exc, ledger, rid, before) from exc
     budget = ledger.budgets(config.dataset.id)[0]
     print(f"release {manifest['release_id']}: {manifest['summary']} of {manifest['dataset_id']} (n = {manifest['n']})")
     print(f"  guarantee: {manifest['privacy']['guarantee']}")
     print(f"  written:   {out_dir / 'release.parquet'} and {out_dir / 'manifest.json'}")
     print(f"  budget:    {_budget_line(budget)}")
     return EXIT_OK
+
+
+class _NoTracebackForExpectedErrors(logging.Filter):
+    """Prefect logs a task's exception with its traceback; for fdp's own errors the message is enough."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and isinstance(record.exc_info[1], FdpError):
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
+_QUIET = _NoTracebackForExpectedErrors()
+
+
+def _quiet_expected_tracebacks() -> None:
+    for name in ("prefect.flow_runs", "prefect.task_runs"):
+        logger = logging.getLogger(name)
+        if _QUIET not in logger.filters:
+            logger.addFilter(_QUIET)
+
+
+class ReleaseFailure(Exception):
+    """A release that failed for a reason outside the config and data; the message says what the ledger holds."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_ERROR) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def _check_writable(out_dir: Path) -> None:
+    """Fail before anything is charged when the output directory cannot be created or written."""
+    target = out_dir.absolute()
+    existing = next((p for p in (target, *target.parents) if p.exists()), None)
+    if existing is None or not existing.is_dir():
+        raise ReleaseFailure(
+            f"--out: {str(out_dir)!r} cannot be created ({str(existing)!r} is not a directory); "
+            "choose another output directory. Nothing was charged", EXIT_INPUT)
+    try:
+        fd, probe = tempfile.mkstemp(dir=existing, prefix=".fdp-write-check-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise ReleaseFailure(
+            f"--out: {str(existing)!r} is not writable ({exc.strerror}); choose a writable output directory. "
+            "Nothing was charged", EXIT_INPUT) from None
+
+
+def _check_prefect_api() -> None:
+    """Fail before the ledger is touched when a configured Prefect API does not answer."""
+    api = PREFECT_API_URL.value()
+    if not api:
+        return  # no API configured: the flow starts Prefect's temporary local server
+    with get_client(sync_client=True) as client:
+        problem = client.api_healthcheck()
+    if problem is not None:
+        raise ReleaseFailure(
+            f"the Prefect API at {api} cannot be reached ({type(problem).__name__}); start it (`prefect server start`), "
+            "fix PREFECT_API_URL, or unset PREFECT_API_URL to use a temporary local server. Nothing was charged")
+
+
+def _explain_failure(exc: Exception, ledger: Ledger, rid: str, before: Any) -> Exception:
+    """Say what a failed run left in the ledger (and what to do), or pass the error on when it left nothing."""
+    try:
+        after = ledger.get(rid)
+    except LedgerError:
+        return exc
+    reason = str(exc) if isinstance(exc, FdpError) else _unexpected(exc)
+    unchanged = after is None or (before is not None and after.updated_at == before.updated_at)
+    if unchanged or after.state == "cancelled":
+        return exc  # nothing was charged by this run
+    if after.state == "published":
+        return ReleaseFailure(
+            f"{reason}\nrelease {rid!r} IS published in the ledger (its budget is spent) but its files were not all "
+            f"written. Fix the problem and re-run with --release-id {rid}: the files are re-written from the ledger "
+            "and nothing is charged again")
+    if after.state == "noised":
+        return ReleaseFailure(
+            f"{reason}\nrelease {rid!r}: noise was drawn, so its budget is spent and cannot be refunded, but it was "
+            "not published (the noise is not kept). Fix the problem and run again with a new --release-id")
+    return ReleaseFailure(
+        f"{reason}\nrelease {rid!r} still holds a reservation in the ledger (it counts as spent; no noise was drawn). "
+        f"Re-run with --release-id {rid} to resume it without charging again, or cancel it with "
+        f"`fdp budget cancel {rid}`")
+
+
+def _unexpected(exc: BaseException) -> str:
+    """Name an unexpected error without its text (which may quote data), unless FDP_DEBUG is set."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    where = f" at {Path(tb.tb_frame.f_code.co_filename).name}:{tb.tb_lineno}" if tb is not None else ""
+    if os.environ.get("FDP_DEBUG"):
+        return f"unexpected {type(exc).__name__}{where}: {exc}"
+    return (f"unexpected {type(exc).__name__}{where}; this is a bug in fdp or its environment. Its text is withheld "
+            "because it may quote data; set FDP_DEBUG=1 to show it")
 
 
 def _demo(out: str, ledger_url: str | None) -> int:
