@@ -1,0 +1,530 @@
+"""Private functional PCA by the exponential mechanism ([AKRS]; MATH.md §10).
+
+The released object is the span of ``k`` functional principal components. Curves are
+clipped to ``||X_i||_W <= tau`` and represented by their coefficients ``X`` (n x m) on
+``m`` public, W-orthonormal basis functions: the leading eigenfunctions of a public
+kernel ``Sigma`` (a Gaussian kernel whose length scale is set, from the grid alone, so
+that ``m`` eigenvalues carry a given share of the trace; MATH.md §13.6).
+
+Mechanism (the paper's matrix-Bingham form, MATH.md §10.3): with respect to Haar measure
+on the Stiefel manifold, ``p(V) ∝ etr(V^T A V)`` with
+``A = eps/(2 tau^2) X^T X - c Sigma^{-1}``. It is the exponential mechanism for the utility
+``sum_i ||P X_i||^2`` (sensitivity ``tau^2``, exact) with the data-independent Bingham base
+measure ``∝ etr(-c V^T Sigma^{-1} V)``, hence exactly eps-DP for every public ``c >= 0``
+(the paper uses ``c = eps/2``). It is sampled exactly for ``k = 1`` and by the Gibbs sampler
+of :mod:`fdpcore.bingham` otherwise; DP then holds for the chain's law only up to its
+distance from the target (MATH.md §10.5).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from fdpcore import _validate
+from fdpcore._typing import ArrayLike, NDArrayFloat
+from fdpcore.bingham import BinghamChains, sample_matrix_bingham
+from fdpcore.eigen import weighted_eigenbasis
+from fdpcore.errors import DomainError
+from fdpcore.grids import Grid
+from fdpcore.kernels import KernelSpec, kernel_spec
+from fdpcore.preprocess import clip_l2
+
+__all__ = [
+    "FpcaBasis",
+    "FpcaPlan",
+    "FpcaRelease",
+    "GibbsDiagnostic",
+    "draw_fpca_components",
+    "fpca_basis",
+    "fpca_bingham_parameter",
+    "fpca_coefficients",
+    "fpca_gram",
+    "fpca_sensitivity",
+    "gaussian_length_scale",
+    "gibbs_diagnostic",
+    "plan_fpca_release",
+    "projection_distance",
+    "release_fpca",
+    "top_components",
+    "variance_ratio",
+    "variance_ratio_paper",
+]
+
+#: Burn-in of [AKRS] (after Chaudhuri et al. 2013), used when none is given.
+DEFAULT_BURN_IN = 20_000
+
+
+@dataclass(frozen=True, eq=False)
+class FpcaBasis:
+    """Public FPCA basis: ``m`` leading W-orthonormal eigenfunctions of ``Sigma`` and their eigenvalues.
+
+    Attributes:
+        functions: ``B`` (K x m), ``B^T W B = I``.
+        sigma: eigenvalues ``Sigma_jj`` (decreasing); ``Sigma`` is diagonal on this basis.
+        kernel: the kernel ``Sigma`` (trace-normalised on the grid, MATH.md §2.4).
+        explained: share of the kernel's trace carried by the ``m`` eigenvalues.
+        grid: the grid.
+    """
+
+    functions: NDArrayFloat
+    sigma: NDArrayFloat
+    kernel: KernelSpec
+    explained: float
+    grid: Grid
+
+    @property
+    def n_basis(self) -> int:
+        """Number of basis functions ``m``."""
+        return int(self.sigma.shape[0])
+
+
+def fpca_basis(grid: Grid, kernel: dict[str, object] | KernelSpec, n_basis: int) -> FpcaBasis:
+    """The ``m`` leading eigenfunctions of a public kernel on ``grid`` (MATH.md §10.3).
+
+    Data-independent: depends on the grid, the kernel and ``m`` only.
+
+    >>> from fdpcore.grids import midpoint_grid
+    >>> b = fpca_basis(midpoint_grid(30), {"name": "gaussian", "length_scale": 0.2}, 5)
+    >>> b.functions.shape, bool(np.allclose(b.functions.T * b.grid.weights @ b.functions, np.eye(5)))
+    ((30, 5), True)
+    """
+    m = _validate.positive_int("n_basis", n_basis)
+    spec = kernel_spec(kernel)
+    eb = weighted_eigenbasis(spec, grid, normalize_trace=True)
+    if m > eb.n_basis:
+        raise DomainError(f"n_basis ({m}) must be <= the number of kept eigenpairs of the kernel on this grid ({eb.n_basis})")
+    sigma = eb.eigenvalues[:m].copy()
+    functions = eb.eigenfunctions[:, :m].copy()
+    return FpcaBasis(functions, sigma, spec, float(sigma.sum() / eb.eigenvalues.sum()), grid)
+
+
+def gaussian_length_scale(grid: Grid, n_basis: int, explained: float = 0.99) -> float:
+    """Smallest Gaussian-kernel length scale whose ``m`` leading eigenvalues carry ``explained`` of the trace.
+
+    [AKRS] §6 set the smoothness of ``Sigma`` "so that m eigenvalues explain more than 99%
+    of the trace"; the explained share increases with the length scale, so the least smooth
+    kernel meeting the target is found by bisection on ``log(length_scale)``. The rule uses
+    the grid only (MATH.md §12.3: the basis and ``Sigma`` are fixed a priori).
+
+    .. math:: \\ell^* = \\min\\Big\\{\\ell:\\ \\textstyle\\sum_{j\\le m}\\lambda_j(\\ell)\\big/\\sum_j\\lambda_j(\\ell)\\ge r\\Big\\}
+
+    >>> from fdpcore.grids import midpoint_grid
+    >>> round(gaussian_length_scale(midpoint_grid(40), 5), 3)
+    0.196
+    """
+    m = _validate.positive_int("n_basis", n_basis)
+    r = float(explained)
+    if not (0.0 < r < 1.0):
+        raise DomainError(f"explained ({explained!r}) must be in (0, 1)")
+    width = grid.domain_range[1] - grid.domain_range[0]
+
+    def share(ell: float) -> float:
+        lam = weighted_eigenbasis({"name": "gaussian", "length_scale": ell}, grid).eigenvalues
+        return float(lam[:m].sum() / lam.sum())
+
+    lo, hi = 1e-3 * width, 10.0 * width
+    if share(hi) < r:
+        raise DomainError(f"explained ({r}) cannot be reached with n_basis ({m}) on this grid")
+    if share(lo) >= r:
+        return lo
+    for _ in range(40):
+        mid = math.sqrt(lo * hi)
+        if share(mid) >= r:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def fpca_coefficients(curves: ArrayLike, basis: FpcaBasis) -> NDArrayFloat:
+    """``X_ij = <X_i, b_j>_W`` (n x m); each row has norm ``<= ||X_i||_W`` by Bessel's inequality.
+
+    >>> from fdpcore.grids import midpoint_grid
+    >>> b = fpca_basis(midpoint_grid(30), {"name": "gaussian", "length_scale": 0.2}, 3)
+    >>> fpca_coefficients(b.functions.T, b).round(12).tolist()[0]
+    [1.0, 0.0, 0.0]
+    """
+    x = _validate.finite_matrix("curves", curves, ncols=basis.grid.size)
+    out: NDArrayFloat = (x * basis.grid.weights) @ basis.functions
+    return out
+
+
+def fpca_gram(curves: ArrayLike, basis: FpcaBasis, tau: float) -> NDArrayFloat:
+    """``X^T X`` of the clipped curves' coefficients (pre-noise; never published or logged).
+
+    >>> from fdpcore.grids import midpoint_grid
+    >>> b = fpca_basis(midpoint_grid(30), {"name": "gaussian", "length_scale": 0.2}, 2)
+    >>> fpca_gram(3.0 * b.functions.T[:1], b, tau=1.0).round(12).tolist()
+    [[1.0, 0.0], [0.0, 0.0]]
+    """
+    clipped, _ = clip_l2(curves, basis.grid.weights, tau)
+    x = fpca_coefficients(clipped, basis)
+    out: NDArrayFloat = x.T @ x
+    return out
+
+
+def fpca_sensitivity(tau: float) -> float:
+    """Sensitivity of the utility ``xi_D(P) = sum_i ||P X_i||^2`` under replace-one: ``tau^2`` [EXACT] (MATH.md §10.2).
+
+    Both ``||P X_1||^2`` and ``||P X_1'||^2`` lie in ``[0, tau^2]``; the bound is attained with
+    ``X_1`` in the range of ``P`` and ``X_1'`` orthogonal to it, both of norm ``tau``.
+
+    .. math:: \\Delta_\\xi=\\sup_{D\\sim D'}\\sup_P|\\xi_D(P)-\\xi_{D'}(P)|=\\tau^2
+
+    >>> fpca_sensitivity(0.5)
+    0.25
+    """
+    t = _validate.positive_finite("tau", tau)
+    return t * t
+
+
+def fpca_bingham_parameter(
+    gram: ArrayLike, sigma: ArrayLike, *, epsilon: float, tau: float, prior_strength: float | None = None
+) -> NDArrayFloat:
+    """The matrix ``A`` of the exponential mechanism ``p(V) ∝ etr(V^T A V)`` (MATH.md §10.3).
+
+    .. math:: A=\\frac{\\epsilon}{2\\Delta_\\xi}\\mathbf X^\\top\\mathbf X-c\\,\\Sigma^{-1},
+              \\qquad \\Delta_\\xi=\\tau^2,\\quad c=\\epsilon/2\\ \\text{([AKRS]) unless given}
+
+    The first term is the exponential mechanism's ``eps/(2 Delta) * utility``
+    (``tr(V^T X^T X V) = sum_i ||P X_i||^2``); the second is the data-independent Bingham
+    base measure. For any public ``c >= 0`` the density ratio between neighbours is at most
+    ``e^{eps/2} e^{eps/2}``.
+
+    Args:
+        gram: ``X^T X`` (m x m) of clipped coefficients.
+        sigma: eigenvalues of ``Sigma`` on the basis (``Sigma`` diagonal), all ``> 0``.
+        epsilon: privacy parameter.
+        tau: clipping radius.
+        prior_strength: ``c``; ``None`` uses the paper's ``eps/2``.
+
+    Privacy assumptions:
+        ``tau``, the basis, ``Sigma`` and ``c`` are public; ``n`` is public (replace-one).
+
+    >>> fpca_bingham_parameter(np.eye(2), [1.0, 0.5], epsilon=2.0, tau=1.0).tolist()
+    [[0.0, 0.0], [0.0, -1.0]]
+    """
+    eps = _validate.positive_finite("epsilon", epsilon)
+    delta_xi = fpca_sensitivity(tau)
+    s = np.asarray(sigma, dtype=np.float64)
+    g = np.asarray(gram, dtype=np.float64)
+    if s.ndim != 1 or not np.all(np.isfinite(s)) or np.any(s <= 0):
+        raise DomainError("sigma must be a 1-D array of finite eigenvalues > 0 (Sigma positive definite)")
+    if g.shape != (s.size, s.size) or not np.all(np.isfinite(g)):
+        raise DomainError(f"gram (shape {g.shape}) must be a finite ({s.size}, {s.size}) matrix")
+    c = eps / 2.0 if prior_strength is None else float(prior_strength)
+    if not (math.isfinite(c) and c >= 0):
+        raise DomainError(f"prior_strength ({prior_strength!r}) must be finite and >= 0")
+    a = (eps / (2.0 * delta_xi)) * (g + g.T) / 2.0
+    a[np.diag_indices(s.size)] -= c / s
+    return a
+
+
+@dataclass(frozen=True, eq=False)
+class FpcaPlan:
+    """Everything that fixes the FPCA mechanism, from public inputs only.
+
+    Attributes:
+        basis: the public basis and ``Sigma``.
+        n_components: ``k``.
+        epsilon: privacy parameter of the release.
+        tau: clipping radius.
+        prior_strength: ``c`` of the Bingham base measure.
+        burn_in: Gibbs sweeps before the single released state (unused for ``k = 1``).
+        method: ``"acg"`` or ``"hoff"`` column updates.
+        formulas: formula ids this release uses (cited by the manifest).
+    """
+
+    basis: FpcaBasis
+    n_components: int
+    epsilon: float
+    tau: float
+    prior_strength: float
+    burn_in: int
+    method: str = "acg"
+    formulas: tuple[str, ...] = ()
+
+    @property
+    def sensitivity(self) -> float:
+        """``tau^2``."""
+        return fpca_sensitivity(self.tau)
+
+    @property
+    def exact(self) -> bool:
+        """Whether the released state is an exact draw (``k = 1``: one rejection draw, no chain)."""
+        return self.n_components == 1
+
+
+def plan_fpca_release(
+    basis: FpcaBasis,
+    *,
+    n_components: int,
+    epsilon: float,
+    tau: float,
+    prior_strength: float | None = None,
+    burn_in: int = DEFAULT_BURN_IN,
+    method: str = "acg",
+) -> FpcaPlan:
+    """Validate and fix the public parameters of one FPCA release (MATH.md §10.3-10.5).
+
+    >>> from fdpcore.grids import midpoint_grid
+    >>> b = fpca_basis(midpoint_grid(30), {"name": "gaussian", "length_scale": 0.2}, 5)
+    >>> p = plan_fpca_release(b, n_components=2, epsilon=1.0, tau=1.0)
+    >>> p.prior_strength, p.sensitivity, p.exact
+    (0.5, 1.0, False)
+    """
+    eps = _validate.positive_finite("epsilon", epsilon)
+    t = _validate.positive_finite("tau", tau)
+    k = _validate.positive_int("n_components", n_components)
+    if k >= basis.n_basis:
+        raise DomainError(f"n_components ({k}) must be < n_basis ({basis.n_basis})")
+    c = eps / 2.0 if prior_strength is None else float(prior_strength)
+    if not (math.isfinite(c) and c >= 0):
+        raise DomainError(f"prior_strength ({prior_strength!r}) must be finite and >= 0")
+    burn = _validate.positive_int("burn_in", burn_in, minimum=0)
+    if k > 1 and burn < 1:
+        raise DomainError(f"burn_in ({burn_in!r}) must be >= 1 when n_components > 1")
+    if method not in ("acg", "hoff"):
+        raise DomainError(f"method ({method!r}) must be 'acg' or 'hoff'")
+    formulas = ["sensitivity.fpca.projection_energy@1", "calibration.fpca.bingham_exponential@1",
+                "sampler.bingham.acg_rejection@1"]
+    if k > 1:
+        formulas.append("sampler.bingham.matrix_gibbs@1")
+        if method == "hoff":
+            formulas.append("sampler.bingham.hoff_scan@1")
+    return FpcaPlan(basis, k, eps, t, c, burn, method, tuple(formulas))
+
+
+def draw_fpca_components(plan: FpcaPlan, gram: ArrayLike, rng: np.random.Generator) -> NDArrayFloat:
+    """One draw ``V`` (m x k) of the mechanism: exact for ``k = 1``, else the last state of one chain.
+
+    The chain starts at a Haar-random frame (never at the non-private components) and
+    only its final state is returned (MATH.md §10.5).
+
+    >>> from fdpcore.grids import midpoint_grid
+    >>> b = fpca_basis(midpoint_grid(30), {"name": "gaussian", "length_scale": 0.2}, 5)
+    >>> p = plan_fpca_release(b, n_components=2, epsilon=1.0, tau=1.0, burn_in=10)
+    >>> v = draw_fpca_components(p, np.eye(5), np.random.default_rng(0))
+    >>> v.shape, bool(np.allclose(v.T @ v, np.eye(2)))
+    ((5, 2), True)
+    """
+    a = fpca_bingham_parameter(gram, plan.basis.sigma, epsilon=plan.epsilon, tau=plan.tau,
+                               prior_strength=plan.prior_strength)
+    v = sample_matrix_bingham(a, plan.n_components, rng, n_sweeps=plan.burn_in, method=plan.method)
+    out: NDArrayFloat = v[0]
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class FpcaRelease:
+    """A private FPCA release.
+
+    Attributes:
+        components: released component curves on the grid, ``B V`` (K x k); order and signs arbitrary.
+        frame: ``V`` (m x k), orthonormal coefficients on the basis.
+        plan: the public plan.
+    """
+
+    components: NDArrayFloat
+    frame: NDArrayFloat
+    plan: FpcaPlan
+
+    @property
+    def epsilon(self) -> float:
+        """Privacy parameter (pure DP; exact for ``k = 1``, up to MCMC error otherwise)."""
+        return self.plan.epsilon
+
+    @property
+    def sensitivity(self) -> float:
+        """``tau^2``."""
+        return self.plan.sensitivity
+
+
+def release_fpca(
+    curves: ArrayLike,
+    basis: FpcaBasis,
+    *,
+    n_components: int,
+    epsilon: float,
+    tau: float,
+    rng: np.random.Generator,
+    prior_strength: float | None = None,
+    burn_in: int = DEFAULT_BURN_IN,
+    method: str = "acg",
+) -> FpcaRelease:
+    """Methodologist facade: clip, project, and release the span of ``k`` private components (MATH.md §10).
+
+    ``curves`` must already be centred by a *public* reference (MATH.md §10.2); centring by
+    the sample mean breaks the ``tau^2`` sensitivity.
+
+    Privacy assumptions:
+        Grid, basis, ``Sigma``, ``tau``, ``c``, ``burn_in`` and ``n`` are public; one row per
+        privacy unit. ``fdp release`` seeds ``rng`` from :mod:`secrets`; seeded generators are
+        for simulations only.
+
+    >>> from fdpcore.grids import midpoint_grid
+    >>> g = midpoint_grid(30)
+    >>> b = fpca_basis(g, {"name": "gaussian", "length_scale": 0.2}, 5)
+    >>> x = np.random.default_rng(1).standard_normal((50, 30)) * 0.3
+    >>> r = release_fpca(x, b, n_components=1, epsilon=1.0, tau=1.0, rng=np.random.default_rng(2))
+    >>> r.components.shape, round(float(g.norm(r.components.T)[0]), 12)
+    ((30, 1), 1.0)
+    """
+    plan = plan_fpca_release(basis, n_components=n_components, epsilon=epsilon, tau=tau,
+                             prior_strength=prior_strength, burn_in=burn_in, method=method)
+    v = draw_fpca_components(plan, fpca_gram(curves, basis, plan.tau), rng)
+    return FpcaRelease(basis.functions @ v, v, plan)
+
+
+def top_components(coefficients: ArrayLike, k: int) -> NDArrayFloat:
+    """Non-private top-``k`` eigenvectors ``V_hat`` of ``X^T X`` (m x k), for utility metrics only.
+
+    >>> top_components(np.diag([3.0, 1.0, 2.0]), 2).round(12).tolist()
+    [[1.0, 0.0], [0.0, 0.0], [0.0, 1.0]]
+    """
+    x = np.asarray(coefficients, dtype=np.float64)
+    lam, vec = np.linalg.eigh(x.T @ x)
+    v = vec[:, ::-1][:, : _validate.positive_int("k", k)]
+    signs = np.sign(v[np.argmax(np.abs(v), axis=0), np.arange(v.shape[1])])
+    out: NDArrayFloat = v * signs
+    return out
+
+
+def variance_ratio(coefficients: ArrayLike, frames: ArrayLike) -> NDArrayFloat | float:
+    """Share of the top-``k`` variance captured by a released frame (MATH.md §10.5; in ``[0, 1]``).
+
+    The dimensionally consistent version of [AKRS]'s ratio:
+
+    .. math:: \\mathrm{VR}=\\frac{\\mathrm{tr}(\\tilde V^\\top\\mathbf X^\\top\\mathbf X\\tilde V)}
+              {\\mathrm{tr}(\\hat V^\\top\\mathbf X^\\top\\mathbf X\\hat V)}
+
+    ``frames`` is one ``(m, k)`` frame or a stack ``(r, m, k)``.
+
+    >>> x = np.diag([2.0, 1.0, 0.0])
+    >>> float(variance_ratio(x, np.eye(3)[:, [1]]))
+    0.25
+    """
+    x = np.asarray(coefficients, dtype=np.float64)
+    v = np.asarray(frames, dtype=np.float64)
+    gram = x.T @ x
+    k = v.shape[-1]
+    lam = np.linalg.eigvalsh(gram)[::-1]
+    num = np.einsum("...ik,ij,...jk->...", v, gram, v)
+    out = num / lam[:k].sum()
+    return float(out) if np.ndim(out) == 0 else np.asarray(out)
+
+
+def variance_ratio_paper(coefficients: ArrayLike, frames: ArrayLike) -> NDArrayFloat | float:
+    """[AKRS]'s printed ratio read literally with ``S = X^T X``: ``tr((P S P)^2) / tr((P_hat S P_hat)^2)``.
+
+    Kept for comparison only (MATH.md §10.5); :func:`variance_ratio` is the reported metric.
+
+    >>> x = np.diag([2.0, 1.0, 0.0])
+    >>> float(variance_ratio_paper(x, np.eye(3)[:, [1]]))
+    0.0625
+    """
+    x = np.asarray(coefficients, dtype=np.float64)
+    v = np.asarray(frames, dtype=np.float64)
+    gram = x.T @ x
+    k = v.shape[-1]
+    lam = np.linalg.eigvalsh(gram)[::-1]
+    m_small = np.einsum("...ik,ij,...jl->...kl", v, gram, v)  # V^T S V; tr((PSP)^2) = ||V^T S V||_F^2
+    out = np.einsum("...kl,...kl->...", m_small, m_small) / float(np.sum(lam[:k] ** 2))
+    return float(out) if np.ndim(out) == 0 else np.asarray(out)
+
+
+def projection_distance(frames: ArrayLike, reference: ArrayLike) -> NDArrayFloat | float:
+    """Projection distance ``||P - P_hat||_F^2 / 2 = k - ||V^T V_hat||_F^2`` (MATH.md §10.5; in ``[0, k]``).
+
+    .. math:: d(\\tilde P,\\hat P)=\\tfrac12\\lVert\\tilde P-\\hat P\\rVert_F^2=k-\\lVert\\tilde V^\\top\\hat V\\rVert_F^2
+
+    >>> float(projection_distance(np.eye(3)[:, :2], np.eye(3)[:, 1:]))
+    1.0
+    """
+    v = np.asarray(frames, dtype=np.float64)
+    ref = np.asarray(reference, dtype=np.float64)
+    cross = np.einsum("...ik,il->...kl", v, ref)
+    out = v.shape[-1] - np.einsum("...kl,...kl->...", cross, cross)
+    return float(out) if np.ndim(out) == 0 else np.asarray(out)
+
+
+@dataclass(frozen=True)
+class GibbsDiagnostic:
+    """Convergence diagnostic of the matrix Gibbs sampler (methodologist API; never published).
+
+    Attributes:
+        checkpoints: sweep counts at which the diagnostic was computed.
+        rhat: split potential scale reduction (Gelman-Rubin) at each checkpoint, the maximum
+            over the energy ``tr(V^T A V)`` and every entry of ``V V^T``, computed on the
+            second half of the sweeps up to the checkpoint.
+        energy: ``(n_chains, n_sweeps)`` energy trace.
+        threshold: the R-hat threshold.
+    """
+
+    checkpoints: tuple[int, ...]
+    rhat: tuple[float, ...]
+    energy: NDArrayFloat
+    threshold: float
+
+    @property
+    def converged_after(self) -> int | None:
+        """First checkpoint from which R-hat stays below the threshold (``None`` if never)."""
+        for i, c in enumerate(self.checkpoints):
+            if all(r < self.threshold for r in self.rhat[i:]):
+                return c
+        return None
+
+
+def _split_rhat(draws: NDArrayFloat) -> NDArrayFloat:
+    """Split R-hat over axis 0 = chains, axis 1 = iterations, for every trailing statistic."""
+    n = draws.shape[1] // 2
+    halves = np.concatenate([draws[:, :n], draws[:, n: 2 * n]], axis=0)
+    chain_means = halves.mean(axis=1)
+    within = halves.var(axis=1, ddof=1).mean(axis=0)
+    between = n * chain_means.var(axis=0, ddof=1)
+    var_hat = (n - 1) / n * within + between / n
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.sqrt(var_hat / within)
+    out: NDArrayFloat = np.where(within > 1e-14, r, 1.0)
+    return out
+
+
+def gibbs_diagnostic(
+    a: ArrayLike,
+    k: int,
+    rng: np.random.Generator,
+    *,
+    n_sweeps: int = 2000,
+    n_chains: int = 8,
+    n_checkpoints: int = 10,
+    threshold: float = 1.01,
+    method: str = "acg",
+) -> GibbsDiagnostic:
+    """Run ``n_chains`` Haar-started chains and report split R-hat at checkpoints (MATH.md §10.5).
+
+    For methodologists choosing a burn-in (on public or synthetic data with the same
+    ``m, k, eps, n, tau``): the result depends on ``A``, so it must never be computed on
+    the private data of a release and published.
+
+    >>> d = gibbs_diagnostic(np.diag([3.0, 2.0, 0.0, 0.0]), 2, np.random.default_rng(0), n_sweeps=200, n_chains=4)
+    >>> len(d.rhat), d.energy.shape
+    (10, (4, 200))
+    """
+    n_sweeps = _validate.positive_int("n_sweeps", n_sweeps, minimum=4)
+    chains = BinghamChains.start(a, k, rng, n_chains=_validate.positive_int("n_chains", n_chains, minimum=2),
+                                 method=method)
+    mat = chains.a
+    m = mat.shape[0]
+    iu = np.triu_indices(m)
+    stats = np.empty((n_chains, n_sweeps, 1 + iu[0].size))
+    for s in range(n_sweeps):
+        chains.run(1, rng)
+        v = chains.frames[:, :, :k]
+        stats[:, s, 0] = np.einsum("bik,ij,bjk->b", v, mat, v)
+        stats[:, s, 1:] = np.einsum("bik,bjk->bij", v, v)[:, iu[0], iu[1]]
+    checkpoints = tuple(int(c) for c in np.unique(np.linspace(n_sweeps / n_checkpoints, n_sweeps, n_checkpoints).astype(int)))
+    rhat = tuple(float(np.max(_split_rhat(stats[:, c // 2: c]))) if c >= 8 else float("inf") for c in checkpoints)
+    return GibbsDiagnostic(checkpoints, rhat, stats[:, :, 0].copy(), float(threshold))
