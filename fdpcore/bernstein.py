@@ -10,8 +10,6 @@ mean of sup-clipped curves (``|X_i(t)| <= B``) the diffpriv rule ``L Delta_inf``
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 from scipy import special
 
@@ -39,9 +37,10 @@ def bernstein_lattice(k: int, d: int = 1) -> NDArrayFloat:
     """
     k = _validate.positive_int("lattice_k", k)
     d = _validate.positive_int("d", d)
-    # itertools.product varies the last factor fastest; reverse to get expand.grid order.
-    idx = np.array([p[::-1] for p in itertools.product(range(k + 1), repeat=d)], dtype=np.float64)
-    return idx / k
+    flat = np.arange((k + 1) ** d)
+    # expand.grid order: coordinate i of row r is digit i of r in base k + 1 (first coordinate fastest)
+    idx = (flat[:, None] // (k + 1) ** np.arange(d)[None, :]) % (k + 1)
+    return idx.astype(np.float64) / k
 
 
 def bernstein_basis(points: ArrayLike, k: int) -> NDArrayFloat:

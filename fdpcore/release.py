@@ -32,11 +32,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from fractions import Fraction
 
 import numpy as np
 
 from fdpcore import _validate
+from fdpcore.accounting import exact
 from fdpcore._typing import ArrayLike, NDArrayFloat
 from fdpcore.bernstein import (
     bernstein_basis,
@@ -203,7 +203,9 @@ class MeanPlan:
     @property
     def epsilon_mean(self) -> float:
         """Epsilon of the noisy mean itself."""
-        return self.epsilon - self.epsilon_select if self.selection is not None and self.selection.epsilon else self.epsilon
+        if self.selection is not None and self.selection.epsilon > 0:
+            return _exact_split(self.epsilon, self.selection.epsilon)[1]
+        return self.epsilon
 
     @property
     def budget_splits(self) -> list[dict[str, float | str]]:
@@ -216,9 +218,14 @@ class MeanPlan:
     @property
     def rho(self) -> float | None:
         """zCDP ``rho`` for Gaussian plans (``Delta^2/(2 sigma^2)``, plus ``eps_1^2/2`` for a selection), else ``None``."""
-        if not isinstance(self.calibration, GaussianCalibration):
+        if self.estimator != "gp":
             return None
-        return self.calibration.rho + self.epsilon_select**2 / 2.0
+        if isinstance(self.calibration, GaussianCalibration):
+            rho = self.calibration.rho
+        else:  # pending selection: sigma is proportional to Delta, so rho does not depend on the chosen psi
+            rho = calibrate_gaussian(1.0, self.epsilon_mean, self.delta, n_basis=1,
+                                     calibration=self.gp_calibration or "analytic", secure=False).rho
+        return rho + self.epsilon_select**2 / 2.0
 
     @property
     def variance(self) -> float:
@@ -470,15 +477,18 @@ def _finish(
 
 
 def _exact_split(epsilon: float, epsilon_1: float) -> tuple[float, float]:
-    """``(eps_1, eps_2)`` with ``eps_1 + eps_2 = epsilon`` exactly in rationals (eps_1 moved by <= 1 ulp)."""
-    if epsilon_1 >= epsilon / 2.0:
-        e1, e2 = epsilon_1, epsilon - epsilon_1  # exact by Sterbenz
-    else:
-        e2 = epsilon - epsilon_1
-        e1 = epsilon - e2  # exact by Sterbenz (e2 >= epsilon / 2)
-    if Fraction(e1) + Fraction(e2) != Fraction(epsilon) or e1 <= 0 or e2 <= 0:
-        raise InternalError("could not split epsilon exactly")
-    return e1, e2
+    """``(eps_1, eps_2)`` whose shortest decimals sum exactly to ``epsilon`` (the ledger's exact accounting).
+
+    >>> _exact_split(1.0, 0.1)
+    (0.1, 0.9)
+    """
+    rest = exact(epsilon) - exact(epsilon_1)
+    e2 = float(rest)
+    if rest <= 0 or exact(e2) != rest:
+        raise PrivacyParameterError(
+            f"select_epsilon ({epsilon_1!r}) must leave a remainder of epsilon ({epsilon!r}) that is an exact decimal"
+        )
+    return epsilon_1, e2
 
 
 def _plan_selection(base: MeanPlan, method: str, *, select_epsilon: float | None, non_private: bool) -> MeanPlan:

@@ -20,6 +20,7 @@ from fdp.tasks import (
     republish_release,
     summarise_curves,
 )
+from fdp.tasks.mean import select_parameters
 from fdpcore.errors import ReleaseConflictError
 
 
@@ -37,7 +38,9 @@ def mean_release(
 
     Order is the privacy contract: everything that sets the noise is fixed from public
     inputs, the budget is charged atomically, and only then is noise drawn (once).
-    A re-run of a published ``release_id`` re-writes its files from the ledger and
+    With data-dependent tuning (``dp_select``) the full cost (selection + mean) is charged first,
+    then the selection runs, then the noise is drawn. A re-run of a published ``release_id``
+    re-writes its files from the ledger and
     charges nothing. ``period`` is the budget period charged (default: the current month).
     """
     existing = check_existing_release(ledger_url, release_id)
@@ -49,13 +52,19 @@ def mean_release(
         return republish_release(existing, out_dir)
     batch = clip_curves(load_curves(config, config_dir), config)
     plan = plan_release(config, batch.n_samples)
-    summary = summarise_curves(batch, plan)
+    pending = plan.plan.pending  # dp_select / pcv: parameters are chosen from the data after the charge
+    summary = None if pending else summarise_curves(batch, plan)
     request = charge_request(config, config_sha256, plan, batch.counts).model_copy(update={"period": period})
     charge = charge_budget(ledger_url, release_id, request)
     if charge["published"]:  # published concurrently by another run of the same id
         return republish_release(check_existing_release(ledger_url, release_id), out_dir)
     try:
-        values = draw_noise(ledger_url, release_id, plan, summary)
+        noised = False
+        if pending:
+            noised = plan.plan.tuning == "dp_select"  # select_parameters marks the charge final before its draw
+            plan = select_parameters(ledger_url, release_id, batch, plan)
+            summary = summarise_curves(batch, plan)
+        values = draw_noise(ledger_url, release_id, plan, summary, noised)
     except BaseException:
         cancel_reservation(ledger_url, release_id)  # only while no noise exists (state 'reserved')
         raise

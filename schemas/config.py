@@ -9,7 +9,7 @@ from pydantic import Field, field_validator, model_validator
 from fdp.schemas._base import Frozen, PositiveFloat
 from fdpcore.errors import DomainError
 from fdpcore.kernels import kernel_spec
-from fdpcore.tuning import PSS_RULES
+from fdpcore.tuning import PSS_RULES_BY_ESTIMATOR
 
 __all__ = [
     "BudgetSpec", "ClippingSpec", "DatasetSpec", "GridSpec", "PrivacySpec", "ReleaseConfig", "TuningSpec",
@@ -62,24 +62,46 @@ class GridSpec(Frozen):
 
 
 class ClippingSpec(Frozen):
-    """Record-wise L2 clipping radius on the publicly rescaled curves."""
+    """Record-wise clipping of the publicly rescaled curves: L2 radius, and the sup-norm clip for Bernstein."""
 
     tau: PositiveFloat = Field(description="L2 clipping radius tau (MATH.md §1.7)")
+    sup_clip: PositiveFloat | None = Field(
+        None, description="sup-norm clip B, |X(t)| <= B (bernstein only; its sensitivity is 2BL/n, MATH.md §4.5)"
+    )
 
 
 class TuningSpec(Frozen):
-    """(eta, psi): both fixed, or both chosen by a PSS rule."""
+    """How the estimator's parameters are set: fixed, a PSS rule, DP selection, or (non-private) PCV.
 
-    rule: str = Field("exact_balanced", description=f"PSS rule, one of {sorted(PSS_RULES)}")
-    eta: PositiveFloat | None = Field(None, description="power of the kernel (fixed)")
-    psi: PositiveFloat | None = Field(None, description="regularisation weight (fixed)")
+    ``rule``: a PSS rule of the estimator (``fdpcore.tuning.PSS_RULES_BY_ESTIMATOR``; default the
+    tightened one), ``dp_select`` (exponential mechanism, MATH.md §5.3, costs ``select_epsilon`` out of
+    ``privacy.epsilon``) or ``pcv`` (MATH.md §5.2, **not** differentially private: only with
+    ``non_private: true``). Fixed parameters (``eta``+``psi``, ``n_basis``, ``lattice_k``) replace the rule.
+    """
+
+    rule: str | None = Field(None, description="PSS rule, 'dp_select' or 'pcv' (default: the estimator's tightened PSS rule)")
+    eta: PositiveFloat | None = Field(None, description="power of the kernel (fixed; iclp_qr, iclp_ar, gp)")
+    psi: PositiveFloat | None = Field(None, description="regularisation weight (fixed; iclp_qr, iclp_ar, gp)")
+    n_basis: int | None = Field(None, ge=1, description="FRL: number M of eigen-coefficients (fixed)")
+    lattice_k: int | None = Field(None, ge=1, description="Bernstein: lattice resolution k (fixed)")
+    select_epsilon: PositiveFloat | None = Field(None, description="dp_select: epsilon_1 of the selection, part of privacy.epsilon")
+    non_private: bool = Field(False, description="must be true for rule 'pcv': the release is then NOT differentially private")
 
     @model_validator(mode="after")
     def _together(self) -> TuningSpec:
         if (self.eta is None) != (self.psi is None):
-            raise ValueError("tuning: eta and psi must be given together (or neither, to use the PSS rule)")
-        if self.rule not in PSS_RULES:
-            raise ValueError(f"tuning.rule ({self.rule!r}) must be one of {sorted(PSS_RULES)}")
+            raise ValueError("tuning: eta and psi must be given together (or neither, to use the tuning rule)")
+        if self.rule == "pcv" and not self.non_private:
+            raise ValueError(
+                "tuning.rule ('pcv') is not differentially private (MATH.md §5.2); set tuning.non_private: true "
+                "to publish a non-private release, or use 'dp_select'"
+            )
+        if self.non_private and self.rule != "pcv":
+            raise ValueError(f"tuning.non_private (true) is only allowed with tuning.rule 'pcv', not {self.rule!r}")
+        if self.rule == "dp_select" and self.select_epsilon is None:
+            raise ValueError("tuning.select_epsilon is required with tuning.rule 'dp_select'")
+        if self.rule != "dp_select" and self.select_epsilon is not None:
+            raise ValueError("tuning.select_epsilon is only used with tuning.rule 'dp_select'")
         return self
 
 
@@ -88,6 +110,9 @@ class PrivacySpec(Frozen):
 
     epsilon: PositiveFloat = Field(description="epsilon of this release")
     delta: float = Field(0.0, ge=0, lt=1, description="delta of this release (0 for pure DP)")
+    calibration: Literal["analytic", "classical"] = Field(
+        "analytic", description="gp only: analytic Gaussian (any epsilon) or classical sqrt(2 log(2/delta)) (epsilon <= 1)"
+    )
 
 
 class BudgetSpec(Frozen):
@@ -131,7 +156,9 @@ class ReleaseConfig(Frozen):
     dataset: DatasetSpec
     grid: GridSpec
     summary: Literal["mean"] = Field("mean", description="the functional summary to release")
-    estimator: Literal["iclp_qr"] = Field("iclp_qr", description="estimator/mechanism (MATH.md §4)")
+    estimator: Literal["iclp_qr", "iclp_ar", "frl", "gp", "bernstein"] = Field(
+        "iclp_qr", description="estimator/mechanism (MATH.md §4): iclp_qr, iclp_ar, frl, gp (Gaussian, delta > 0), bernstein"
+    )
     kernel: dict[str, Any] = Field(description="noise kernel mapping, e.g. {name: matern, nu: 1.5, rho: 0.1}")
     clipping: ClippingSpec
     tuning: TuningSpec = Field(default_factory=lambda: TuningSpec())
@@ -147,7 +174,42 @@ class ReleaseConfig(Frozen):
             raise ValueError(str(exc)) from None
 
     @model_validator(mode="after")
-    def _pure(self) -> ReleaseConfig:
-        if self.privacy.delta != 0.0:
-            raise ValueError(f"privacy.delta ({self.privacy.delta}) must be 0 for the pure-DP estimator {self.estimator!r}")
+    def _mechanism_fields(self) -> ReleaseConfig:
+        est, t, p = self.estimator, self.tuning, self.privacy
+        if est == "gp":
+            if p.delta == 0.0:
+                raise ValueError("privacy.delta (0.0) must be > 0 for estimator 'gp' (Gaussian noise)")
+            if p.calibration == "classical" and p.epsilon > 1.0:
+                raise ValueError(
+                    f"privacy.epsilon ({p.epsilon}) must be <= 1 with privacy.calibration 'classical'; use 'analytic'"
+                )
+        else:
+            if p.delta != 0.0:
+                raise ValueError(f"privacy.delta ({p.delta}) must be 0 for the pure-DP estimator {est!r}")
+            if p.calibration != "analytic":
+                raise ValueError(f"privacy.calibration ({p.calibration!r}) applies to estimator 'gp' only")
+        uses_eta = est in ("iclp_qr", "iclp_ar", "gp")
+        if t.eta is not None and not uses_eta:
+            raise ValueError(f"tuning.eta/psi are not parameters of estimator {est!r}")
+        if t.n_basis is not None and est != "frl":
+            raise ValueError(f"tuning.n_basis is a parameter of estimator 'frl' only, not {est!r}")
+        if t.lattice_k is not None and est != "bernstein":
+            raise ValueError(f"tuning.lattice_k is a parameter of estimator 'bernstein' only, not {est!r}")
+        if (self.clipping.sup_clip is None) == (est == "bernstein"):
+            raise ValueError(
+                "clipping.sup_clip is required for estimator 'bernstein' (sensitivity 2BL/n) and allowed only there"
+            )
+        if est == "iclp_ar" and t.eta is not None and t.eta < 1.0:
+            raise ValueError(f"tuning.eta ({t.eta}) must be >= 1 for estimator 'iclp_ar' (MATH.md §4.2)")
+        fixed = {"iclp_qr": t.eta, "iclp_ar": t.eta, "gp": t.eta, "frl": t.n_basis, "bernstein": t.lattice_k}[est]
+        if t.rule is not None:
+            allowed = [*sorted(PSS_RULES_BY_ESTIMATOR[est]), "dp_select", *(["pcv"] if est != "bernstein" else [])]
+            if est == "bernstein":
+                allowed.remove("dp_select")
+            if t.rule not in allowed:
+                raise ValueError(f"tuning.rule ({t.rule!r}) must be one of {allowed} for estimator {est!r}")
+            if fixed is not None:
+                raise ValueError(f"tuning.rule ({t.rule!r}) must be omitted when the parameters are fixed")
+        if t.select_epsilon is not None and not t.select_epsilon < p.epsilon:
+            raise ValueError(f"tuning.select_epsilon ({t.select_epsilon}) must be < privacy.epsilon ({p.epsilon})")
         return self

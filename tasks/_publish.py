@@ -15,15 +15,55 @@ import pyarrow.parquet as pq
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from fdp.schemas import ReleaseConfig, ReleaseManifest
-from fdpcore.errors import DataError
+from fdpcore.errors import DataError, InternalError
 from fdpcore.io.files import write_bytes_atomic, write_json_atomic
-from fdpcore.mechanisms import iclp_pointwise_band
+from fdpcore.mechanisms import whitened_pointwise_band
 from fdpcore.preprocess import to_source_units
-from fdpcore.release import MeanPlan
+from fdpcore.release import SENSITIVITY_NORMS, MeanPlan
 
 RELEASE_FILE = "release.parquet"
 MANIFEST_FILE = "manifest.json"
 BAND_LEVEL = 0.95
+
+
+NOISE_TEXT = {
+    "iclp_qr": ("Laplace on whitened KL coefficients (ICLP): coefficient j ~ Lap(whitened_scale * sqrt(lambda_j)), "
+                "all kept j"),
+    "iclp_ar": ("Laplace on whitened KL coefficients (ICLP) of the active set A = {1..J*}: coefficient j ~ "
+                "Lap(whitened_scale * sqrt(lambda_j)); coefficients outside A are exactly 0"),
+    "frl": "Laplace on the first M KL coefficients: each ~ Lap(whitened_scale) (finite representation Laplace)",
+    "gp": ("Gaussian process whitened_scale * GP(0, C): whitened KL coefficients i.i.d. N(0, whitened_scale^2), "
+           "i.e. coefficient j ~ N(0, whitened_scale^2 lambda_j)"),
+    "bernstein": ("Laplace on the k + 1 Bernstein lattice values: each ~ Lap(whitened_scale); the release is the "
+                  "Bernstein polynomial of the noisy values (diffpriv DPMechBernstein semantics)"),
+}
+SAMPLER_TEXT = {
+    "laplace": "opendp.measurements.make_laplace (floating-point safe)",
+    "gaussian": "opendp.measurements.make_gaussian (zCDP privacy map, floating-point safe)",
+}
+NON_PRIVATE_TEXT = (
+    "NOT differentially private: the tuning parameter was chosen by private cross-validation (PCV, MATH.md §5.2), "
+    "which looks at the data without spending privacy budget, so the noise scale itself depends on the data. "
+    "The epsilon below describes the noise for a fixed parameter only and is not a guarantee for this release."
+)
+
+
+def _guarantee(plan: MeanPlan, unit: str) -> str:
+    if plan.non_private:
+        return NON_PRIVATE_TEXT
+    if plan.noise == "gaussian":
+        cal = plan.calibration
+        rule = getattr(cal, "calibration", "analytic")
+        text = (f"({plan.epsilon:g}, {plan.delta:g})-differential privacy for each {unit} (replace-one adjacency, "
+                f"n public), by Gaussian-process noise calibrated with the {rule} Gaussian mechanism; "
+                f"equivalently rho = {plan.rho:.6g} zero-concentrated DP")
+    else:
+        text = (f"pure {plan.epsilon:g}-differential privacy for each {unit} (replace-one adjacency, n public), "
+                f"by the {plan.estimator} mechanism with Laplace noise")
+    if plan.selection is not None and plan.selection.method == "dp_select":
+        text += (f"; of which epsilon {plan.selection.epsilon:g} selects {plan.selection.parameter} by the "
+                 "exponential mechanism (MATH.md §5.3) and the rest releases the mean (sequential composition)")
+    return text
 
 
 def public_release(
@@ -36,7 +76,9 @@ def public_release(
         np.asarray(values), grid.grid_points, time_domain=ds.time_domain, grid_domain=grid.domain_range,
         value_offset=ds.value_offset, value_scale=ds.value_scale,
     )
-    band = iclp_pointwise_band(plan.basis.eigenfunctions, plan.basis.eigenvalues, plan.calibration.scale, level=BAND_LEVEL)
+    if plan.calibration is None or plan.recolour is None or plan.sensitivity is None or plan.paper_sensitivity is None:
+        raise InternalError("cannot publish a release whose plan is not finished")
+    band = whitened_pointwise_band(plan.recolour, plan.calibration.scale, plan.noise, level=BAND_LEVEL)
     band_source = band * ds.value_scale
     columns = {
         "t": grid.grid_points,
@@ -47,6 +89,42 @@ def public_release(
     }
     parquet = _parquet_bytes(columns, {"fdp.release_id": release_id, "fdp.dataset_id": ds.id})
     l2_scaled = float(np.sqrt(plan.expected_sq_l2_error))
+    parameters: dict[str, Any] = {
+        "grid": {"rule": grid.rule, "size": grid.size, "domain": list(grid.domain_range),
+                 "points": grid.grid_points.tolist()},
+        "kernel": plan.basis.kernel.as_dict(),
+        "kernel_trace_normalized": True,
+        "n_basis": plan.basis.n_basis,
+        "estimator": plan.estimator,
+        "eta": plan.eta,
+        "psi": plan.psi,
+        "tuning": {"rule": plan.tuning, "formula": plan.tuning_formula, "beta": plan.beta},
+        "tau": plan.tau,
+        "time_domain": list(ds.time_domain),
+        "value_offset": ds.value_offset,
+        "value_scale": ds.value_scale,
+        "alignment": "preprocess.align_linear@1: linear interpolation within each curve's observed range; "
+        "a unit without an alignable curve contributes the zero curve (the public reference)",
+        "whitened_dimension": int(plan.recolour.shape[0]),
+        "non_private": plan.non_private,
+    }
+    if plan.estimator == "frl":
+        parameters["frl_n_coefficients"] = plan.n_basis
+    if plan.estimator == "iclp_ar":
+        parameters["active_set_size"] = int(plan.recolour.shape[0])
+    if plan.estimator == "bernstein":
+        parameters.update(lattice_k=plan.lattice_k, sup_clip=plan.sup_clip,
+                          lattice="nu/k on the grid domain mapped to [0, 1] (expand.grid order)")
+    if plan.estimator == "gp":
+        parameters.update(calibration=plan.gp_calibration, rho=plan.rho)
+    if plan.selection is not None:
+        sel = plan.selection
+        parameters["selection"] = {
+            "method": sel.method, "parameter": sel.parameter, "candidates": list(sel.candidates),
+            "n_train": sel.n_train, "n_validation": sel.n_val, "split": "by position (first n_train records train)",
+            "epsilon": sel.epsilon, "score_sensitivity": sel.score_sensitivity,
+            "differentially_private": sel.method == "dp_select",
+        }
     manifest = ReleaseManifest(
         release_id=release_id,
         dataset_id=ds.id,
@@ -55,50 +133,24 @@ def public_release(
         n=plan.n,
         privacy={
             "epsilon": plan.epsilon, "delta": plan.delta, "privacy_unit": ds.privacy_unit,
-            "guarantee": f"pure {plan.epsilon:g}-differential privacy for each {ds.privacy_unit} "
-            "(replace-one adjacency, n public), by the ICLP mechanism",
+            "guarantee": _guarantee(plan, ds.privacy_unit),
         },
-        budget_splits=[{"name": "mean", "epsilon": plan.epsilon, "delta": plan.delta}],
+        budget_splits=plan.budget_splits,
         sensitivity={
-            "norm": "1,C", "value": plan.sensitivity, "bound": plan.sensitivity_formula,
+            "norm": SENSITIVITY_NORMS[plan.estimator], "value": plan.sensitivity, "bound": plan.sensitivity_formula,
             "paper_bound": plan.paper_sensitivity, "paper_formula": plan.paper_formula,
         },
-        parameters={
-            "grid": {"rule": grid.rule, "size": grid.size, "domain": list(grid.domain_range),
-                     "points": grid.grid_points.tolist()},
-            "kernel": plan.basis.kernel.as_dict(),
-            "kernel_trace_normalized": True,
-            "n_basis": plan.basis.n_basis,
-            "eta": plan.eta,
-            "psi": plan.psi,
-            "tuning": {"rule": plan.tuning, "formula": plan.tuning_formula, "beta": plan.beta},
-            "tau": plan.tau,
-            "time_domain": list(ds.time_domain),
-            "value_offset": ds.value_offset,
-            "value_scale": ds.value_scale,
-            "alignment": "preprocess.align_linear@1: linear interpolation within each curve's observed range; "
-            "a unit without an alignable curve contributes the zero curve (the public reference)",
-        },
+        parameters=parameters,
         noise={
-            "distribution": "Laplace on whitened KL coefficients: coefficient j ~ Lap(scale * sqrt(lambda_j))",
-            "sampler": "opendp.measurements.make_laplace (floating-point safe)",
+            "distribution": NOISE_TEXT[plan.estimator],
+            "sampler": SAMPLER_TEXT[plan.noise],
             "whitened_scale": plan.calibration.scale,
             "expected_l2_error": l2_scaled * ds.value_scale,
             "expected_l2_error_scaled": l2_scaled,
             "band_level": BAND_LEVEL,
             "band_half_width_max": float(band_source.max()),
         },
-        formulas=sorted(
-            f
-            for f in (
-                "grid.midpoint@1" if grid.rule == "midpoint" else "grid.trapezoid@1",
-                "eigen.weighted_kl@1", "preprocess.align_linear@1", "preprocess.clip_l2@1",
-                "estimator.mean.iclp_qr@1", plan.sensitivity_formula, plan.paper_formula,
-                "calibration.iclp.laplace_whitened@1", "noise.iclp.expected_sq_l2@1",
-                plan.tuning_formula, "accounting.pure.sequential@1",
-            )
-            if f is not None
-        ),
+        formulas=sorted({*plan.formulas, "preprocess.align_linear@1"}),
         outputs=[{"path": RELEASE_FILE, "sha256": hashlib.sha256(parquet).hexdigest()}],
         provenance=provenance,
     )
@@ -133,9 +185,7 @@ def release_note(manifest: dict[str, Any], budget: dict[str, Any]) -> str:
     return "\n".join([
         f"# {manifest['summary'].capitalize()} curve release `{manifest['release_id']}`",
         "",
-        f"**What is protected.** Each record is one *{p['privacy_unit']}*. Whether or not any one of them is in the "
-        f"data changes the probability of any published result by at most a factor e^{p['epsilon']:g} "
-        f"({p['epsilon']:g}-differential privacy, replace-one adjacency; the number of records n = {manifest['n']} is public).",
+        _protection(manifest),
         "",
         f"**How.** The average curve was computed from curves clipped to norm {par['tau']:g} (after a public rescaling), "
         f"smoothed, and perturbed with random noise ({manifest['mechanism']} mechanism, {par['kernel']['name']} kernel).",
@@ -153,6 +203,20 @@ def release_note(manifest: dict[str, Any], budget: dict[str, Any]) -> str:
         "| --- | --- |",
         *(f"| {o['path']} | `{o['sha256']}` |" for o in manifest["outputs"]),
     ])
+
+
+def _protection(manifest: dict[str, Any]) -> str:
+    p = manifest["privacy"]
+    if manifest["parameters"].get("non_private"):
+        return f"**NOT PROTECTED.** {p['guarantee']}"
+    if p["delta"] > 0:
+        return (f"**What is protected.** Each record is one *{p['privacy_unit']}*. Whether or not any one of them is in "
+                f"the data changes the probability of any published result by at most a factor e^{p['epsilon']:g}, "
+                f"except with probability {p['delta']:g} (({p['epsilon']:g}, {p['delta']:g})-differential privacy, "
+                f"replace-one adjacency; the number of records n = {manifest['n']} is public).")
+    return (f"**What is protected.** Each record is one *{p['privacy_unit']}*. Whether or not any one of them is in the "
+            f"data changes the probability of any published result by at most a factor e^{p['epsilon']:g} "
+            f"({p['epsilon']:g}-differential privacy, replace-one adjacency; the number of records n = {manifest['n']} is public).")
 
 
 def _artifact_key(name: str) -> str:

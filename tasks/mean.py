@@ -17,7 +17,7 @@ from fdpcore.grids import Grid, make_grid
 from fdpcore.io import read_long_table
 from fdpcore.ledger import Ledger, ReleaseRecord
 from fdpcore.preprocess import align_long, clip_l2, rescale_long
-from fdpcore.release import draw_mean_release, plan_mean_release, summarise_mean
+from fdpcore.release import draw_mean_release, plan_mean_release, select_mean_parameters, summarise_mean
 
 # Raw data and noise never leave memory: no cache, no persisted result.
 data_task = partial(task, cache_policy=NO_CACHE, persist_result=False)
@@ -65,25 +65,40 @@ def clip_curves(batch: CurveBatch, config: ReleaseConfig) -> CurveBatch:
 
 @data_task(name="plan-release")
 def plan_release(config: ReleaseConfig, n: int) -> NoisePlan:
-    """Fix (eta, psi), sensitivity and calibration from public inputs only (OpenDP-certified)."""
+    """Fix parameters, sensitivity and calibration from public inputs only (OpenDP-certified).
+
+    With ``tuning.rule`` ``dp_select`` or ``pcv`` the plan is pending: :func:`select_parameters`
+    finishes it after the charge.
+    """
+    t = config.tuning
     plan = plan_mean_release(
         release_grid(config), config.kernel, n=n, tau=config.clipping.tau, epsilon=config.privacy.epsilon,
-        estimator=config.estimator, eta=config.tuning.eta, psi=config.tuning.psi, tuning=config.tuning.rule,
-        delta=config.privacy.delta, secure=True,
+        estimator=config.estimator, eta=t.eta, psi=t.psi, tuning=t.rule, delta=config.privacy.delta, secure=True,
+        n_basis=t.n_basis, calibration=config.privacy.calibration, lattice_k=t.lattice_k,
+        sup_clip=config.clipping.sup_clip, select_epsilon=t.select_epsilon, non_private=t.non_private,
     )
     return NoisePlan(plan=plan)
 
 
+@task(name="select-parameters", retries=0, cache_policy=NO_CACHE, persist_result=False)
+def select_parameters(ledger_url: str, release_id: str, batch: CurveBatch, plan: NoisePlan) -> NoisePlan:
+    """Data-dependent tuning after the charge: the exponential mechanism (marks the charge final first) or PCV."""
+    if plan.plan.tuning == "dp_select":
+        mark_noised(ledger_url, release_id)  # its Gumbel draw depends on the data: never refunded after this
+    return NoisePlan(plan=select_mean_parameters(batch.data_matrix, plan.plan))
+
+
 @data_task(name="summarise-curves")
 def summarise_curves(batch: CurveBatch, plan: NoisePlan) -> MeanSummary:
-    """Pre-noise estimator coefficients (kept in memory only)."""
+    """Pre-noise whitened coordinates of the estimator (kept in memory only)."""
     return MeanSummary(coefficients=summarise_mean(batch.data_matrix, plan.plan))
 
 
 @task(name="draw-noise", retries=0, cache_policy=NO_CACHE, persist_result=False)
-def draw_noise(ledger_url: str, release_id: str, plan: NoisePlan, summary: MeanSummary) -> Any:
-    """Mark the charge as final, then draw OpenDP noise once (no retries, no cache, no persistence)."""
-    mark_noised(ledger_url, release_id)
+def draw_noise(ledger_url: str, release_id: str, plan: NoisePlan, summary: MeanSummary, noised: bool = False) -> Any:
+    """Mark the charge as final (unless a selection already did), then draw OpenDP noise once."""
+    if not noised:
+        mark_noised(ledger_url, release_id)
     return draw_mean_release(plan.plan, summary.coefficients, draws=1)[0]
 
 
@@ -113,6 +128,6 @@ def charge_request(config: ReleaseConfig, config_sha256: str, plan: NoisePlan, c
     p = plan.plan
     return ChargeRequest(
         dataset_id=config.dataset.id, summary=config.summary, mechanism=p.estimator, epsilon=p.epsilon,
-        delta=p.delta, sensitivity_formula=p.sensitivity_formula, budget_splits=p.budget_splits,
+        delta=p.delta, rho=p.rho, sensitivity_formula=p.sensitivity_formula, budget_splits=p.budget_splits,
         config_sha256=config_sha256, internal={"counts": counts},
     )
