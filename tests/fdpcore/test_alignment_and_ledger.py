@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import multiprocessing as mp
 from pathlib import Path
 
 import numpy as np
@@ -110,26 +109,3 @@ def test_release_lifecycle(tmp_path: Path) -> None:
     with pytest.raises(LedgerError, match="no budget"):
         led.reserve(release_id="x", dataset_id="unknown", epsilon=0.1, **KW)
     assert led.budgets()[0].spent == (0.5, 0.0)
-
-
-def _race(url: str, rid: str, barrier) -> str:  # noqa: ANN001
-    led = Ledger(url)
-    barrier.wait()
-    try:
-        led.reserve(release_id=rid, dataset_id="ds", epsilon=0.3, **KW)
-        return "ok"
-    except BudgetExceededError:
-        return "refused"
-
-
-def test_concurrent_processes_never_overspend(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'l.sqlite'}"
-    Ledger(url).ensure_dataset("ds", 1.0)
-    ctx = mp.get_context("spawn")
-    with ctx.Manager() as manager:
-        barrier = manager.Barrier(8)
-        with ctx.Pool(8) as pool:
-            results = pool.starmap(_race, [(url, f"r{i}", barrier) for i in range(8)])
-    assert results.count("ok") == 3 and results.count("refused") == 5
-    spent = Ledger(url).budgets()[0].spent[0]
-    assert spent == pytest.approx(0.9) and spent <= 1.0

@@ -1,0 +1,153 @@
+"""Real ``fdp release`` processes: 16 racing for a budget that fits 3, and kill -9 at each stage.
+
+The processes talk to the session's Prefect test server (``PREFECT_API_URL``) and share one
+SQLite ledger. Outcomes chosen for a crash (README "Audit" documents them):
+
+* before the charge: nothing is recorded; a re-run completes.
+* after the charge, before noise: the reservation holds the budget; a re-run of the same id
+  resumes it without charging again (or ``fdp budget cancel ID`` gives it back).
+* after noise, before the ledger is closed: the charge is final (noise existed); the same id
+  cleanly refuses (exit 2), a new id proceeds.
+* after the ledger is closed (files not written, or artifacts not made): a re-run of the same
+  id re-writes the files from the ledger, byte-identical, and charges nothing.
+
+In every case ``fdp audit verify`` passes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from prefect.settings import PREFECT_API_URL
+
+from fdp.flows.cli import main
+from fdpcore.ledger import Ledger
+
+DRIVER = Path(__file__).with_name("crash_driver.py")
+
+
+@pytest.fixture
+def small_release(tmp_path: Path) -> tuple[Path, str]:
+    """A small CSV dataset (30 units x 6 times) and its release config; returns (config, ledger url)."""
+    rows = ["unit,t,value"]
+    for u in range(30):
+        rows += [f"u{u},{t},{(u % 7) / 10 + t / 10}" for t in range(6)]
+    (tmp_path / "curves.csv").write_text("\n".join(rows) + "\n")
+    cfg = {
+        "dataset": {"id": "race", "path": "curves.csv", "format": "csv", "unit_column": "unit", "time_column": "t",
+                    "value_column": "value", "privacy_unit": "one unit", "time_domain": [0.0, 5.0]},
+        "grid": {"rule": "midpoint", "size": 8, "domain": [0.0, 1.0]},
+        "estimator": "iclp_qr",
+        "kernel": {"name": "matern", "nu": 1.5, "rho": 0.2},
+        "clipping": {"tau": 1.0},
+        "privacy": {"epsilon": 1.0},
+        "budget": {"epsilon": 3.0},
+    }
+    path = tmp_path / "race.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path, f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PREFECT_API_URL": str(PREFECT_API_URL.value()), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+
+
+def _fdp_args(config: Path, url: str, rid: str, out: Path) -> list[str]:
+    return ["release", str(config), "--ledger", url, "--release-id", rid, "--out", str(out)]
+
+
+def test_sixteen_fdp_release_processes_racing_for_three_releases(small_release: tuple[Path, str], tmp_path: Path) -> None:
+    config, url = small_release
+    Ledger(url).set_budget("race", 3.0)
+    procs = [
+        subprocess.Popen([sys.executable, "-m", "fdp.flows.cli", *_fdp_args(config, url, f"r{i}", tmp_path / f"o{i}")],
+                         env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for i in range(16)
+    ]
+    results = [(p.wait(timeout=600), p.stderr.read() if p.stderr else "") for p in procs]
+    codes = sorted(code for code, _ in results)
+    assert codes == [0] * 3 + [3] * 13, [e[-300:] for c, e in results if c not in (0, 3)]
+    assert all("Requested: epsilon=1" in err and "Remaining: epsilon=0" in err for code, err in results if code == 3)
+    led = Ledger(url)
+    assert led.budgets("race")[0].spent == (3.0, 0.0)
+    assert sorted(r.state for r in led.releases()) == ["published"] * 3
+    assert led.verify() == []
+    winners = {r.release_id for r in led.releases()}
+    assert all((tmp_path / f"o{rid[1:]}" / "manifest.json").is_file() for rid in winners)
+
+
+def _crash(stage: str, config: Path, url: str, rid: str, out: Path) -> None:
+    proc = subprocess.run([sys.executable, str(DRIVER), stage, *_fdp_args(config, url, rid, out)],
+                          env=_env(), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+
+
+@pytest.mark.parametrize(
+    ("stage", "state_after_crash", "spent_after_crash", "rerun_exit"),
+    [
+        ("before_charge", None, 0.0, 0),
+        ("after_charge", "reserved", 1.0, 0),
+        ("after_noise", "noised", 1.0, 2),
+        ("after_publish", "published", 1.0, 0),
+        ("after_files", "published", 1.0, 0),
+    ],
+)
+def test_kill_minus_nine_at_each_stage_leaves_a_consistent_ledger(
+    small_release: tuple[Path, str], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    stage: str, state_after_crash: str | None, spent_after_crash: float, rerun_exit: int,
+) -> None:
+    config, url = small_release
+    out = tmp_path / "out"
+    _crash(stage, config, url, "crashy", out)
+
+    led = Ledger(url)
+    assert led.verify() == []
+    record = led.get("crashy")
+    assert (record.state if record else None) == state_after_crash
+    assert led.budgets("race")[0].spent[0] == spent_after_crash
+    if stage == "after_files":
+        first_bytes = (out / "release.parquet").read_bytes()
+    else:
+        assert not (out / "release.parquet").exists()
+
+    assert main(_fdp_args(config, url, "crashy", out)) == rerun_exit
+    err = capsys.readouterr().err
+    led = Ledger(url)
+    assert led.verify() == []
+    if rerun_exit == 2:  # noise was drawn and lost: the charge is final and the id cannot be resumed
+        assert "drew its noise but was not published" in err
+        assert led.get("crashy").state == "noised"
+        assert main(_fdp_args(config, url, "fresh", tmp_path / "fresh")) == 0
+        assert led.budgets("race")[0].spent == (2.0, 0.0)
+        return
+    assert led.get("crashy").state == "published"
+    assert led.budgets("race")[0].spent == (1.0, 0.0)  # charged exactly once, whatever the crash
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["release_id"] == "crashy"
+    if stage in ("after_publish", "after_files"):  # the files come from the ledger's public record
+        stored = led.get("crashy").public
+        assert stored is not None and manifest == stored["manifest"]
+    if stage == "after_files":
+        assert (out / "release.parquet").read_bytes() == first_bytes
+
+
+def test_a_stale_reservation_can_be_given_back_but_never_after_noise(
+    small_release: tuple[Path, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config, url = small_release
+    _crash("after_charge", config, url, "stale", tmp_path / "out")
+    assert Ledger(url).budgets("race")[0].spent == (1.0, 0.0)
+    assert main(["budget", "cancel", "stale", "--ledger", url]) == 0
+    assert "given back" in capsys.readouterr().out
+    led = Ledger(url)
+    assert led.budgets("race")[0].spent == (0.0, 0.0) and led.get("stale").state == "cancelled"
+    assert main(["budget", "cancel", "stale", "--ledger", url]) == 2
+    assert "only a reservation whose noise was never drawn" in capsys.readouterr().err
+    assert led.verify() == []
