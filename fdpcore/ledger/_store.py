@@ -24,6 +24,7 @@ Every release is charged to a period (default: the current calendar month, UTC).
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -846,8 +847,11 @@ def _engine(url: str) -> Engine:
             except OSError as exc:
                 raise LedgerError(f"ledger directory for {db!r} cannot be created ({exc.strerror})") from None
         return sa.create_engine(url, connect_args={"timeout": 60})
+    if parsed.drivername == "postgresql" and importlib.util.find_spec("psycopg2") is None \
+            and importlib.util.find_spec("psycopg") is not None:
+        parsed = parsed.set(drivername="postgresql+psycopg")  # a plain postgresql:// URL with psycopg 3
     try:
-        return sa.create_engine(url, pool_pre_ping=True)
+        return sa.create_engine(parsed, pool_pre_ping=True)
     except (sa.exc.ArgumentError, ModuleNotFoundError) as exc:
         raise LedgerError(f"ledger URL ({parsed.render_as_string(hide_password=True)!r}) cannot be used: {exc}") from None
 

@@ -82,3 +82,10 @@ def test_sixteen_processes_racing_for_a_budget_that_fits_three(ledger_url: str) 
     led = Ledger(ledger_url)
     assert led.budgets("ds")[0].spent == (3.0, 0.0)
     assert len(led.releases()) == 3 and led.verify() == []
+
+
+def test_a_plain_postgresql_url_uses_the_installed_driver(postgres_admin_url: str) -> None:
+    plain = postgres_admin_url.replace("postgresql+psycopg://", "postgresql://")
+    led = Ledger(plain)
+    led.set_budget("plain-url", 1.0)
+    assert led.engine.dialect.name == "postgresql" and led.budgets("plain-url")[0].total == (1.0, 0.0)
