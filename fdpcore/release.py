@@ -530,6 +530,11 @@ def _plan_selection(base: MeanPlan, method: str, *, select_epsilon: float | None
             raise InternalError("PSS gave no (eta, psi)")
         eta = choice.eta
         cands = tuple(choice.psi * g for g in PSI_GRID)
+        if est == "iclp_ar":  # drop candidates that leave no active coefficient (a data-independent rule)
+            lam = base.basis.eigenvalues
+            cands = tuple(c for c in cands if iclp_ar_active_set(lam, eta=eta, psi=c, tau=base.tau) > 0)
+            if not cands:
+                raise PrivacyParameterError("tuning ('dp_select'/'pcv'): every iclp_ar candidate psi leaves no active coefficient")
         parameter = "psi"
         pen = tuple(_finish(base, eta=eta, psi=c, n_basis=None, lattice_k=None, epsilon_mean=e2,
                             secure=False).expected_sq_l2_error for c in cands)
