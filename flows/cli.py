@@ -349,7 +349,11 @@ def _audit(args: argparse.Namespace) -> int:
         if record is None:
             _err(f"release {args.release_id!r} is not in the ledger")
             return EXIT_INPUT
-        entry = {k: v for k, v in record.__dict__.items() if k != "public"}
+        entry: dict[str, Any] = {k: v for k, v in record.__dict__.items() if k != "public"}
+        try:
+            entry = LedgerEntry.model_validate(entry).model_dump(mode="json")
+        except ValidationError as exc:  # show the auditor what is there, and what does not fit the schema
+            entry["schema_problems"] = format_validation_error(exc).splitlines()
         entry["published_manifest"] = (record.public or {}).get("manifest")
         entry["audit_events"] = ledger.audit_events(args.release_id)
         print(json.dumps(entry, indent=2, default=str))

@@ -82,8 +82,8 @@ class PrivacyBudget(Frozen):
 class LedgerProvenance(Provenance):
     """Provenance as the ledger keeps it: the public fields plus who ran the release and where."""
 
-    operator: str = Field(description="OS user who ran the release")
-    host: str = Field(description="host the release ran on")
+    operator: str | None = Field(None, description="OS user who ran the release (absent before ledger schema 2)")
+    host: str | None = Field(None, description="host the release ran on (absent before ledger schema 2)")
 
 
 class LedgerEntry(Frozen):

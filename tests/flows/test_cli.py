@@ -119,3 +119,30 @@ def test_audit_verify_names_the_first_bad_entry(tmp_path: Path, capsys: pytest.C
         conn.execute(tamper)
     assert main(["audit", "verify", "--ledger", url]) == 1
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["release-config", "manifest", "budget", "ledger-entry"])
+def test_every_kept_record_exports_a_versioned_closed_json_schema(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["schema", name]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    assert schema["additionalProperties"] is False  # extra="forbid"
+    assert "schema_version" in schema["properties"]
+
+
+def test_audit_show_prints_a_ledger_entry_with_provenance(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"sqlite:///{tmp_path / 'l.sqlite'}"
+    led = Ledger(url)
+    led.set_budget("ds", 2.0, period="month", epsilon_per_period=1.0)
+    led.reserve(release_id="r", dataset_id="ds", epsilon=0.5, delta=0.0, config_sha256="0" * 64, summary="mean",
+                mechanism="iclp_qr", sensitivity_formula="sensitivity.mean.iclp_qr.exact_l2@1",
+                budget_splits=[{"name": "mean", "epsilon": 0.5, "delta": 0.0}], internal={"counts": {"n_clipped": 2}},
+                provenance={"code_version": "0.1.0", "git_sha": None, "created_at": "2026-11-01T00:00:00+00:00",
+                            "config_sha256": "0" * 64, "flow_run_id": None, "operator": "alice", "host": "h1"})
+    assert main(["audit", "show", "r", "--ledger", url]) == 0
+    entry = json.loads(capsys.readouterr().out)
+    assert entry["provenance"]["operator"] == "alice" and entry["period"] == entry["created_at"][:7]
+    assert entry["internal"] == {"counts": {"n_clipped": 2}}
+    assert [e["event"] for e in entry["audit_events"]] == ["release.reserved"]
+    assert main(["budget", "show", "--dataset", "ds", "--ledger", url]) == 0
+    out = capsys.readouterr().out
+    assert "of 1 allowed, remaining 0.5" in out
