@@ -47,6 +47,7 @@ __all__ = [
     "gibbs_diagnostic",
     "plan_fpca_release",
     "projection_distance",
+    "reference_on_grid",
     "release_fpca",
     "top_components",
     "variance_ratio",
@@ -137,6 +138,44 @@ def gaussian_length_scale(grid: Grid, n_basis: int, explained: float = 0.99) -> 
         else:
             lo = mid
     return hi
+
+
+def reference_on_grid(
+    time: ArrayLike,
+    value: ArrayLike,
+    grid: Grid,
+    *,
+    time_domain: tuple[float, float],
+    value_offset: float = 0.0,
+    value_scale: float = 1.0,
+) -> NDArrayFloat:
+    """A public reference curve at the grid nodes, in the release's rescaled units (MATH.md §10.2, §1.7).
+
+    Times map affinely from ``time_domain`` onto the grid domain, values by
+    ``(v - offset) / scale``, then linear interpolation onto the nodes. Subtracting it from
+    every record is public centring: record-wise and data-independent, so the ``tau^2``
+    sensitivity is unchanged (centring by the sample mean would break it).
+
+    >>> from fdpcore.grids import midpoint_grid
+    >>> reference_on_grid([0.0, 10.0], [100.0, 200.0], midpoint_grid(2), time_domain=(0.0, 10.0),
+    ...                   value_offset=100.0, value_scale=10.0).tolist()
+    [2.5, 7.5]
+    """
+    t = np.asarray(time, dtype=np.float64)
+    v = np.asarray(value, dtype=np.float64)
+    if t.ndim != 1 or t.shape != v.shape or t.size < 2 or not np.all(np.isfinite(t)) or not np.all(np.isfinite(v)):
+        raise DomainError(f"reference curve (shapes {t.shape}, {v.shape}) must be two finite 1-D arrays of equal length >= 2")
+    if not np.all(np.diff(t) > 0):
+        raise DomainError("reference curve times must be strictly increasing")
+    a, b = float(time_domain[0]), float(time_domain[1])
+    c, d = grid.domain_range
+    mapped = c + (t - a) * ((d - c) / (b - a))
+    if mapped[0] > grid.grid_points[0] + 1e-12 or mapped[-1] < grid.grid_points[-1] - 1e-12:
+        raise DomainError(
+            f"reference curve times ([{t[0]!r}, {t[-1]!r}]) must cover every grid node (mapped back to source units)")
+    scale = _validate.positive_finite("value_scale", value_scale, privacy=False)
+    out: NDArrayFloat = (np.interp(grid.grid_points, mapped, v) - float(value_offset)) / scale
+    return out
 
 
 def fpca_coefficients(curves: ArrayLike, basis: FpcaBasis) -> NDArrayFloat:

@@ -12,8 +12,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from fdp.flows.fpca_release import fpca_release
 from fdp.flows.mean_release import mean_release
-from fdp.schemas import ReleaseConfig
+from fdp.schemas import FpcaReleaseConfig, ReleaseConfig
 
 __all__ = ["SUMMARIES", "Summary"]
 
@@ -33,4 +34,5 @@ class Summary:
 
 SUMMARIES: dict[str, Summary] = {
     "mean": Summary(ReleaseConfig, mean_release),
+    "fpca": Summary(FpcaReleaseConfig, fpca_release),
 }

@@ -17,6 +17,7 @@ from fdp.schemas.config import (
     TuningSpec,
 )
 from fdp.schemas.ledger import BudgetAmount, ChargeRequest, LedgerEntry, LedgerProvenance, PeriodBudget, PrivacyBudget
+from fdp.schemas.fpca import FpcaManifest, FpcaReleaseConfig
 from fdp.schemas.internal import CurveBatch, MeanSummary, NoisePlan
 from fdp.schemas.records import (
     BudgetSplit,
@@ -37,6 +38,8 @@ __all__ = [
     "ClippingSpec",
     "CurveBatch",
     "DatasetSpec",
+    "FpcaManifest",
+    "FpcaReleaseConfig",
     "GridSpec",
     "LedgerEntry",
     "LedgerProvenance",

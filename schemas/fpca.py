@@ -1,0 +1,162 @@
+"""Release config, public manifest and internal envelopes of the private FPCA release (MATH.md §10).
+
+The mechanism is the exponential mechanism with a matrix-Bingham base measure ([AKRS] §5's
+form), sampled exactly for one component and by a Gibbs sampler otherwise; the manifest
+says which, and how the burn-in was chosen.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import Field, field_validator, model_validator
+
+from fdp.schemas._base import Frozen, Internal, PositiveFloat
+from fdp.schemas.config import BudgetSpec, ClippingSpec, DatasetSpec, GridSpec, PrivacySpec
+from fdp.schemas.records import BudgetSplit, OutputFile, PrivacyRecord, Provenance
+
+__all__ = [
+    "BaseMeasureSpec",
+    "FpcaBasisSpec",
+    "FpcaGram",
+    "FpcaManifest",
+    "FpcaPlanEnvelope",
+    "FpcaReleaseConfig",
+    "FpcaSamplerRecord",
+    "FpcaSensitivityRecord",
+    "ReferenceCurveSpec",
+    "SamplerSpec",
+]
+
+
+class FpcaBasisSpec(Frozen):
+    """The public basis: leading eigenfunctions of a trace-normalised Gaussian kernel Sigma."""
+
+    kernel: Literal["gaussian"] = Field("gaussian", description="kernel family of Sigma (MATH.md §13.6)")
+    n_basis: int = Field(5, ge=2, le=200, description="number m of basis functions")
+    length_scale: PositiveFloat | None = Field(
+        None, description="length scale on the grid domain; omit to use the rule tuning.fpca.gaussian_basis@1")
+    explained: float = Field(0.99, gt=0, lt=1, description="trace share the m eigenvalues must carry (the rule's target)")
+
+
+class ReferenceCurveSpec(Frozen):
+    """A public reference curve subtracted from every record before clipping (public centring, MATH.md §10.2)."""
+
+    time: list[float] = Field(min_length=2, description="times in source units, strictly increasing")
+    value: list[float] = Field(min_length=2, description="reference values in source units")
+    source: str = Field(min_length=1, description="where the reference comes from (published in the manifest)")
+
+    @model_validator(mode="after")
+    def _shape(self) -> ReferenceCurveSpec:
+        if len(self.time) != len(self.value):
+            raise ValueError(f"centering: time ({len(self.time)} values) and value ({len(self.value)} values) must have the same length")
+        if any(b <= a for a, b in zip(self.time, self.time[1:], strict=False)):
+            raise ValueError("centering.time must be strictly increasing")
+        return self
+
+
+class BaseMeasureSpec(Frozen):
+    """Base measure of the exponential mechanism (MATH.md §10.3)."""
+
+    form: Literal["bingham"] = Field("bingham", description="matrix Bingham base measure etr(-c V^T Sigma^-1 V)")
+    prior_strength: float | Literal["paper"] = Field(
+        "paper", description="c >= 0; 'paper' is [AKRS]'s c = epsilon/2")
+
+    @field_validator("prior_strength")
+    @classmethod
+    def _nonneg(cls, v: float | str) -> float | str:
+        if isinstance(v, float) and not (np.isfinite(v) and v >= 0):
+            raise ValueError(f"prior_strength ({v}) must be finite and >= 0, or 'paper'")
+        return v
+
+
+class SamplerSpec(Frozen):
+    """MCMC settings (public; fixed before looking at the data)."""
+
+    method: Literal["acg", "hoff"] = Field("acg", description="column update: exact ACG draw or Hoff's coordinate scan")
+    burn_in: int = Field(20_000, ge=1, le=10_000_000, description="Gibbs sweeps before the single released state (k > 1)")
+    burn_in_choice: str = Field(
+        "20,000 sweeps as in [AKRS] (after Chaudhuri et al. 2013)",
+        min_length=1, description="how the burn-in was chosen (published)")
+
+
+class FpcaReleaseConfig(Frozen):
+    """A private FPCA release, as written in YAML."""
+
+    schema_version: Literal[1] = Field(1, description="config schema version")
+    dataset: DatasetSpec
+    grid: GridSpec
+    summary: Literal["fpca"] = Field(description="the functional summary to release")
+    mechanism: Literal["exponential_bingham"] = Field("exponential_bingham", description="MATH.md §10.3")
+    n_components: int = Field(ge=1, description="number k of released components")
+    basis: FpcaBasisSpec = Field(default_factory=lambda: FpcaBasisSpec())
+    centering: ReferenceCurveSpec | None = Field(None, description="public reference curve subtracted before clipping")
+    clipping: ClippingSpec
+    base_measure: BaseMeasureSpec = Field(default_factory=lambda: BaseMeasureSpec())
+    sampler: SamplerSpec = Field(default_factory=lambda: SamplerSpec())
+    privacy: PrivacySpec
+    budget: BudgetSpec
+
+    @model_validator(mode="after")
+    def _consistent(self) -> FpcaReleaseConfig:
+        if self.n_components >= self.basis.n_basis:
+            raise ValueError(f"n_components ({self.n_components}) must be < basis.n_basis ({self.basis.n_basis})")
+        if self.privacy.delta != 0.0:
+            raise ValueError(f"privacy.delta ({self.privacy.delta}) must be 0 for the pure-DP exponential mechanism")
+        return self
+
+
+class FpcaSensitivityRecord(Frozen):
+    """The utility's sensitivity that scales the exponential mechanism."""
+
+    norm: Literal["utility"] = Field("utility", description="sup over projections of |xi_D(P) - xi_D'(P)|")
+    value: float = Field(gt=0, description="tau^2")
+    bound: str = Field(description="formula id")
+
+
+class FpcaSamplerRecord(Frozen):
+    """How the released state was drawn, and what the guarantee assumes."""
+
+    distribution: str
+    method: str
+    exact: bool = Field(description="true when the released state is an exact draw (k = 1)")
+    burn_in: int | None = Field(None, description="Gibbs sweeps before the released state (None for exact draws)")
+    burn_in_choice: str | None = None
+    released_states: Literal[1] = 1
+    initialization: str
+    rng: str
+    caveat: str
+
+
+class FpcaManifest(Frozen):
+    """The public manifest of an FPCA release (the shape of ReleaseManifest; ``sampler`` replaces ``noise``)."""
+
+    schema_version: Literal[1] = 1
+    release_id: str
+    dataset_id: str
+    summary: Literal["fpca"] = "fpca"
+    mechanism: str
+    n: int = Field(ge=1)
+    privacy: PrivacyRecord
+    budget_splits: list[BudgetSplit]
+    sensitivity: FpcaSensitivityRecord
+    parameters: dict[str, Any]
+    sampler: FpcaSamplerRecord
+    formulas: list[str]
+    idealized_numerics: bool = True
+    outputs: list[OutputFile]
+    provenance: Provenance
+
+
+class FpcaPlanEnvelope(Internal):
+    """The data-independent plan (an fdpcore FpcaPlan) and the public reference on the grid."""
+
+    plan: Any
+    reference: Any = None
+
+
+class FpcaGram(Internal):
+    """``X^T X`` of the clipped coefficients (internal: pre-noise, never published, logged or persisted)."""
+
+    gram: np.ndarray

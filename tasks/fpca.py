@@ -1,0 +1,245 @@
+"""Tasks of the private FPCA release (MATH.md §10): plan, centre, summarise, draw, publish.
+
+Ingest and clipping reuse :func:`fdp.tasks.load_curves` and :func:`fdp.tasks.clip_curves`;
+the ledger steps are the generic ones of :mod:`fdp.tasks.ledger`.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import secrets
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # headless: the plot is rendered to bytes, never shown
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from prefect import task  # noqa: E402
+from prefect.artifacts import create_markdown_artifact  # noqa: E402
+from prefect.cache_policies import NO_CACHE  # noqa: E402
+from threadpoolctl import threadpool_limits  # noqa: E402
+
+from fdp.schemas import ChargeRequest, CurveBatch  # noqa: E402
+from fdp.schemas.fpca import (  # noqa: E402
+    FpcaGram,
+    FpcaManifest,
+    FpcaPlanEnvelope,
+    FpcaReleaseConfig,
+)
+from fdp.tasks import _publish  # noqa: E402
+from fdp.tasks.ledger import close_release, mark_noised, provenance  # noqa: E402
+from fdp.tasks.mean import release_grid  # noqa: E402
+from fdpcore.fpca import (  # noqa: E402
+    FpcaPlan,
+    draw_fpca_components,
+    fpca_basis,
+    fpca_gram,
+    gaussian_length_scale,
+    plan_fpca_release,
+    reference_on_grid,
+)
+from fdpcore.ledger import Ledger  # noqa: E402
+from fdpcore.preprocess import to_source_units  # noqa: E402
+
+PLOT_FILE = "components.png"
+data_task = partial(task, cache_policy=NO_CACHE, persist_result=False)
+
+
+@data_task(name="plan-fpca")
+def plan_fpca(config: FpcaReleaseConfig) -> FpcaPlanEnvelope:
+    """Fix the basis, Sigma, tau, c and the burn-in from public inputs only."""
+    grid = release_grid(config)  # type: ignore[arg-type]
+    spec = config.basis
+    ell = spec.length_scale or gaussian_length_scale(grid, spec.n_basis, spec.explained)
+    basis = fpca_basis(grid, {"name": spec.kernel, "length_scale": ell}, spec.n_basis)
+    c = None if config.base_measure.prior_strength == "paper" else float(config.base_measure.prior_strength)
+    plan = plan_fpca_release(basis, n_components=config.n_components, epsilon=config.privacy.epsilon,
+                             tau=config.clipping.tau, prior_strength=c, burn_in=config.sampler.burn_in,
+                             method=config.sampler.method)
+    reference = None
+    if config.centering is not None:
+        ds = config.dataset
+        reference = reference_on_grid(config.centering.time, config.centering.value, grid, time_domain=ds.time_domain,
+                                      value_offset=ds.value_offset, value_scale=ds.value_scale)
+    return FpcaPlanEnvelope(plan=plan, reference=reference)
+
+
+@data_task(name="center-curves")
+def center_curves(batch: CurveBatch, plan: FpcaPlanEnvelope) -> CurveBatch:
+    """Subtract the public reference curve from every record (record-wise; before clipping)."""
+    if plan.reference is None:
+        return batch
+    return CurveBatch(data_matrix=batch.data_matrix - plan.reference[None, :], n_samples=batch.n_samples,
+                      counts=batch.counts)
+
+
+@data_task(name="summarise-fpca")
+def summarise_fpca(batch: CurveBatch, plan: FpcaPlanEnvelope) -> FpcaGram:
+    """``X^T X`` of the clipped curves' basis coefficients (kept in memory only)."""
+    p: FpcaPlan = plan.plan
+    return FpcaGram(gram=fpca_gram(batch.data_matrix, p.basis, p.tau))
+
+
+def fpca_charge_request(
+    config: FpcaReleaseConfig, config_sha256: str, plan: FpcaPlanEnvelope, counts: dict[str, int]
+) -> ChargeRequest:
+    """What the ledger is asked to charge: the whole epsilon, one part."""
+    p: FpcaPlan = plan.plan
+    return ChargeRequest(
+        dataset_id=config.dataset.id, summary="fpca", mechanism=config.mechanism, epsilon=p.epsilon, delta=0.0,
+        sensitivity_formula="sensitivity.fpca.projection_energy@1",
+        budget_splits=[{"name": "fpca", "epsilon": p.epsilon, "delta": 0.0}],  # type: ignore[list-item]
+        config_sha256=config_sha256, internal={"counts": counts},
+    )
+
+
+@task(name="draw-components", retries=0, cache_policy=NO_CACHE, persist_result=False)
+def draw_components(ledger_url: str, release_id: str, plan: FpcaPlanEnvelope, gram: FpcaGram) -> Any:
+    """Mark the charge as final, then draw the single released state (no retries, cache or persistence).
+
+    The generator is seeded from :mod:`secrets` and lives only inside this task: the seed
+    and the chain's intermediate states are never stored, logged or returned.
+    """
+    mark_noised(ledger_url, release_id)
+    rng = np.random.Generator(np.random.PCG64(secrets.randbits(128)))
+    # The sampler makes many tiny LAPACK calls; BLAS worker threads only add wake-up latency
+    # (orders of magnitude on a busy machine), so the draw runs single-threaded.
+    with threadpool_limits(limits=1, user_api="blas"):
+        return draw_fpca_components(plan.plan, gram.gram, rng)
+
+
+def _components_png(t_source: Any, curves: Any, time_label: str) -> bytes:
+    fig, ax = plt.subplots(figsize=(6.0, 3.6), dpi=100)
+    for r in range(curves.shape[1]):
+        ax.plot(t_source, curves[:, r], marker="o", markersize=2.5, label=f"component {r + 1}")
+    ax.axhline(0.0, color="0.7", linewidth=0.8)
+    ax.set_xlabel(time_label)
+    ax.set_ylabel("component (unit L2 norm)")
+    ax.set_title("Private principal components (order and signs arbitrary)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    sink = io.BytesIO()
+    fig.savefig(sink, format="png", metadata={"Software": None})
+    plt.close(fig)
+    return sink.getvalue()
+
+
+def public_fpca_release(
+    release_id: str, config: FpcaReleaseConfig, plan: FpcaPlanEnvelope, frame: Any, n: int, prov: dict[str, Any]
+) -> dict[str, Any]:
+    """Manifest and file bytes of an FPCA release (private outputs and public parameters only)."""
+    p: FpcaPlan = plan.plan
+    ds = config.dataset
+    grid = p.basis.grid
+    curves = p.basis.functions @ np.asarray(frame)
+    t_source, _ = to_source_units(curves[:, 0], grid.grid_points, time_domain=ds.time_domain,
+                                  grid_domain=grid.domain_range)
+    columns: dict[str, Any] = {"t": grid.grid_points, "t_source": t_source}
+    columns.update({f"component_{r + 1}": curves[:, r] for r in range(curves.shape[1])})
+    parquet = _publish._parquet_bytes(columns, {"fdp.release_id": release_id, "fdp.dataset_id": ds.id})
+    png = _components_png(t_source, curves, ds.time_column)
+    exact = p.exact
+    manifest = FpcaManifest(
+        release_id=release_id, dataset_id=ds.id, mechanism=config.mechanism, n=n,
+        privacy={  # type: ignore[arg-type]
+            "epsilon": p.epsilon, "delta": 0.0, "privacy_unit": ds.privacy_unit,
+            "guarantee": (f"pure {p.epsilon:g}-differential privacy for each {ds.privacy_unit} (replace-one adjacency, "
+                          "n public), by the exponential mechanism with a Bingham base measure"
+                          + ("; the released state is an exact draw" if exact else
+                             "; exact for exact draws, here up to the Gibbs chain's distance from its target")),
+        },
+        budget_splits=[{"name": "fpca", "epsilon": p.epsilon, "delta": 0.0}],  # type: ignore[list-item]
+        sensitivity={"value": p.sensitivity, "bound": "sensitivity.fpca.projection_energy@1"},  # type: ignore[arg-type]
+        parameters={
+            "grid": {"rule": grid.rule, "size": grid.size, "domain": list(grid.domain_range),
+                     "points": grid.grid_points.tolist()},
+            "n_components": p.n_components,
+            "basis": {"kernel": p.basis.kernel.as_dict(), "kernel_trace_normalized": True, "n_basis": p.basis.n_basis,
+                      "explained": p.basis.explained, "sigma": p.basis.sigma.tolist(),
+                      "rule": None if config.basis.length_scale else "tuning.fpca.gaussian_basis@1"},
+            "base_measure": {"form": "bingham", "density": "etr(-c V^T Sigma^-1 V) on the Stiefel manifold",
+                             "prior_strength": p.prior_strength,
+                             "prior_strength_rule": "paper: c = epsilon/2" if config.base_measure.prior_strength == "paper" else "fixed"},
+            "density": "p(V) ∝ etr(V^T A V), A = epsilon/(2 tau^2) X^T X - c Sigma^-1 (Haar measure)",
+            "tau": p.tau,
+            "centering": None if config.centering is None else {
+                "time": config.centering.time, "value": config.centering.value, "source": config.centering.source},
+            "time_domain": list(ds.time_domain),
+            "value_offset": ds.value_offset,
+            "value_scale": ds.value_scale,
+            "release_columns": "component curves B V on the grid, W-orthonormal, in rescaled units; order and signs arbitrary",
+        },
+        sampler={  # type: ignore[arg-type]
+            "distribution": "matrix Bingham on the Stiefel manifold V_{m,k}",
+            "method": ("exact rejection draw (Kent-Ganeiber-Mardia ACG envelope), no chain" if exact else
+                       f"Gibbs sampler (column updates on the null space; {'exact ACG' if p.method == 'acg' else 'Hoff coordinate-scan'} conditional draws)"),
+            "exact": exact,
+            "burn_in": None if exact else p.burn_in,
+            "burn_in_choice": None if exact else config.sampler.burn_in_choice,
+            "initialization": "Haar-random frame (QR of a Gaussian matrix), independent of the data",
+            "rng": "NumPy Generator(PCG64) seeded from the operating system (secrets); seed never stored",
+            "caveat": ("DP holds exactly for exact samples. " + ("This state is an exact draw. " if exact else
+                       "The released state is the last of one chain; if its law is within total variation gamma of the "
+                       "target for every dataset, the release is (epsilon, gamma (1 + e^epsilon))-DP. ")
+                       + "Floating-point: samples use NumPy's floating-point normal/uniform/von Mises generators "
+                       "(not OpenDP's snapping samplers); the guarantee is for idealised arithmetic."),
+        },
+        formulas=sorted({
+            "grid.midpoint@1" if grid.rule == "midpoint" else "grid.trapezoid@1", "eigen.weighted_kl@1",
+            "preprocess.align_linear@1", "preprocess.clip_l2@1", *p.formulas,
+            *(() if config.basis.length_scale else ("tuning.fpca.gaussian_basis@1",)),
+        }),
+        outputs=[{"path": name, "sha256": hashlib.sha256(data).hexdigest()}  # type: ignore[misc]
+                 for name, data in ((_publish.RELEASE_FILE, parquet), (PLOT_FILE, png))],
+        provenance=prov,  # type: ignore[arg-type]
+    )
+    return {"manifest": manifest.model_dump(mode="json"),
+            "files": {_publish.RELEASE_FILE: base64.b64encode(parquet).decode(), PLOT_FILE: base64.b64encode(png).decode()}}
+
+
+@data_task(name="publish-fpca")
+def publish_fpca(
+    ledger_url: str, release_id: str, config: FpcaReleaseConfig, config_sha256: str, plan: FpcaPlanEnvelope,
+    frame: Any, n: int, out_dir: str,
+) -> dict[str, Any]:
+    """Close the ledger entry, write Parquet + PNG + manifest, create the Prefect artifacts."""
+    public = public_fpca_release(release_id, config, plan, frame, n, provenance(config_sha256, public=True))
+    close_release(ledger_url, release_id, public)  # first: a crash after this is recovered by a re-run from the ledger
+    manifest = _publish.write_release(public, Path(out_dir))
+    budget = Ledger(ledger_url).budgets(config.dataset.id)[0].as_dict()
+    key = _publish._artifact_key(config.dataset.id)
+    create_markdown_artifact(key=f"{key}-fpca-release-note", markdown=fpca_release_note(manifest, budget, public["files"][PLOT_FILE]),
+                             description=f"Release note of {release_id}")
+    return manifest
+
+
+def fpca_release_note(manifest: dict[str, Any], budget: dict[str, Any], png_b64: str) -> str:
+    """Markdown for a non-expert, with the plot of the released curves (private values only)."""
+    p, s, par = manifest["privacy"], manifest["sampler"], manifest["parameters"]
+    return "\n".join([
+        f"# Private principal components `{manifest['release_id']}`",
+        "",
+        f"**What is protected.** Each record is one *{p['privacy_unit']}*. {p['guarantee']}.",
+        "",
+        f"**What is released.** The span of {par['n_components']} principal component curve(s) of the curves clipped to "
+        f"norm {par['tau']:g}, drawn once from the exponential mechanism over {par['basis']['n_basis']} smooth basis "
+        "functions. Order and signs of the curves carry no meaning.",
+        "",
+        f"**Sampler.** {s['method']}; burn-in: {s['burn_in'] if s['burn_in'] is not None else 'none (exact draw)'}. "
+        f"{s['caveat']}",
+        "",
+        f"**Budget.** This release spent ε = {p['epsilon']:g}. Dataset `{manifest['dataset_id']}`: "
+        f"total ε = {budget['total']['epsilon']:g}, spent ε = {budget['spent']['epsilon']:g}, "
+        f"remaining ε = {budget['remaining']['epsilon']:g}.",
+        "",
+        f"![released components](data:image/png;base64,{png_b64})",
+        "",
+        "| file | sha256 |",
+        "| --- | --- |",
+        *(f"| {o['path']} | `{o['sha256']}` |" for o in manifest["outputs"]),
+    ])

@@ -1,0 +1,146 @@
+"""End-to-end: `fdp release` through the fpca_release flow on the shipped Berkeley growth data."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+from fdp.flows.cli import main
+from fdpcore.formulas import FORMULAS
+from fdpcore.grids import grid_from_nodes
+from fdpcore.ledger import Ledger
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "growth_fpca.yaml"
+DATA = REPO / "examples" / "data" / "berkeley_growth.parquet"
+
+
+def _config(tmp_path: Path, data: Path = DATA, **overrides: object) -> Path:
+    cfg = yaml.safe_load(EXAMPLE.read_text())
+    cfg["dataset"]["path"] = str(data)
+    cfg["sampler"]["burn_in"] = 200  # plumbing runs; the example's 20,000 is exercised by `fdp release`
+    for dotted, value in overrides.items():
+        node = cfg
+        keys = dotted.split("__")
+        for k in keys[:-1]:
+            node = node[k]
+        node[keys[-1]] = value
+    path = tmp_path / f"fpca-{len(list(tmp_path.glob('fpca-*.yaml')))}.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def _release(config: Path, out: Path, ledger: str, release_id: str) -> int:
+    return main(["release", str(config), "--out", str(out), "--ledger", ledger, "--release-id", release_id])
+
+
+def _artifacts(key: str) -> list[str]:
+    with get_client(sync_client=True) as client:
+        arts = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])))
+    return [str(a.data) for a in arts]
+
+
+def test_fpca_release_publishes_components_manifest_ledger_and_artifacts(tmp_path: Path) -> None:
+    ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
+    out = tmp_path / "out"
+    assert _release(_config(tmp_path), out, ledger, "growth-pca-1") == 0
+
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["summary"] == "fpca" and manifest["n"] == 93
+    assert manifest["privacy"]["epsilon"] == 1.0 and manifest["privacy"]["delta"] == 0.0
+    assert manifest["privacy"]["adjacency"] == "replace-one"
+    assert manifest["sensitivity"] == {"norm": "utility", "value": 1.0, "bound": "sensitivity.fpca.projection_energy@1"}
+    assert manifest["budget_splits"] == [{"name": "fpca", "epsilon": 1.0, "delta": 0.0}]
+    sampler = manifest["sampler"]
+    assert sampler["exact"] is False and sampler["burn_in"] == 200 and sampler["released_states"] == 1
+    assert "DP holds exactly for exact samples" in sampler["caveat"] and "PCG64" in sampler["rng"]
+    assert "Haar" in sampler["initialization"] and sampler["burn_in_choice"]
+    assert manifest["parameters"]["base_measure"]["prior_strength"] == 0.5  # the paper's c = epsilon/2
+    assert set(manifest["formulas"]) <= set(FORMULAS)
+    assert "sampler.bingham.matrix_gibbs@1" in manifest["formulas"]
+    for o in manifest["outputs"]:
+        assert o["sha256"] == hashlib.sha256((out / o["path"]).read_bytes()).hexdigest()
+    assert (out / "components.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    table = pq.read_table(out / "release.parquet").to_pandas()
+    assert list(table.columns) == ["t", "t_source", "component_1", "component_2"]
+    assert table["t_source"].iloc[[0, -1]].tolist() == pytest.approx([1.0, 18.0])
+    grid = grid_from_nodes(table["t"].to_numpy(), (0.0, 1.0))
+    comps = table[["component_1", "component_2"]].to_numpy()
+    assert np.allclose(comps.T @ (grid.weights[:, None] * comps), np.eye(2), atol=1e-8)
+
+    led = Ledger(ledger)
+    rows = led.releases()
+    assert [(r.release_id, r.state, r.epsilon, r.summary) for r in rows] == [("growth-pca-1", "published", 1.0, "fpca")]
+    assert [e["event"] for e in led.audit_events("growth-pca-1")] == [
+        "release.reserved", "release.noised", "release.published"]
+    assert led.verify() == []
+
+    notes = _artifacts("berkeley-growth-fpca-release-note")
+    assert any("What is protected" in n and "growth-pca-1" in n and "data:image/png;base64," in n for n in notes)
+
+
+def test_one_component_is_an_exact_draw_and_reruns_charge_nothing(tmp_path: Path) -> None:
+    ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
+    cfg = _config(tmp_path, n_components=1)
+    assert _release(cfg, tmp_path / "a", ledger, "pc1") == 0
+    assert _release(cfg, tmp_path / "b", ledger, "pc1") == 0
+    manifest = json.loads((tmp_path / "a" / "manifest.json").read_text())
+    assert manifest["sampler"]["exact"] is True and manifest["sampler"]["burn_in"] is None
+    assert "exact draw" in manifest["privacy"]["guarantee"]
+    assert "sampler.bingham.matrix_gibbs@1" not in manifest["formulas"]
+    for name in ("release.parquet", "components.png", "manifest.json"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    assert Ledger(ledger).budgets("berkeley-growth")[0].spent == (1.0, 0.0)
+
+
+def test_manifest_holds_no_data_derived_value(tmp_path: Path) -> None:
+    """Two different data sets of the same size give manifests that differ only in outputs and provenance."""
+    other = pd.read_parquet(DATA)
+    other["height_cm"] = other["height_cm"] + np.random.default_rng(0).normal(0, 3.0, len(other))
+    other_path = tmp_path / "other.parquet"
+    other.to_parquet(other_path)
+    ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
+    assert _release(_config(tmp_path), tmp_path / "a", ledger, "x1") == 0
+    assert _release(_config(tmp_path, data=other_path), tmp_path / "b", ledger, "x2") == 0
+    ma = json.loads((tmp_path / "a" / "manifest.json").read_text())
+    mb = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    for key in ("outputs", "provenance", "release_id"):
+        ma.pop(key), mb.pop(key)
+    assert ma == mb
+
+
+@pytest.mark.parametrize(
+    ("override", "needle"),
+    [
+        ({"n_components": 5}, "n_components (5) must be < basis.n_basis (5)"),
+        ({"n_components": 0}, "n_components"),
+        ({"privacy__delta": 0.01}, "privacy.delta (0.01) must be 0"),
+        ({"base_measure__prior_strength": -1.0}, "prior_strength"),
+        ({"centering__time": [5.0, 18.0]}, "must have the same length"),
+    ],
+)
+def test_bad_configs_exit_2_and_spend_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                              override: dict[str, object], needle: str) -> None:
+    ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
+    assert _release(_config(tmp_path, **override), tmp_path / "out", ledger, "bad") == 2
+    assert needle in capsys.readouterr().err
+    assert not (tmp_path / "out" / "manifest.json").exists()
+
+
+def test_reference_not_covering_the_ages_is_rejected_before_any_charge(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
+    cfg = _config(tmp_path, centering__time=[float(a) for a in range(3, 21)])
+    assert _release(cfg, tmp_path / "out", ledger, "bad-ref") == 2
+    assert "must cover every grid node" in capsys.readouterr().err
+    assert Ledger(ledger).releases() == []
