@@ -21,10 +21,13 @@ from typing import Any
 
 from prefect.client.orchestration import get_client
 from prefect.settings import PREFECT_API_URL
+from prefect import serve
+from prefect.deployments.runner import EntrypointType
 from pydantic import ValidationError
 
 from fdp.flows.config import config_sha256, format_validation_error, load_config
 from fdp.flows.registry import SUMMARIES
+from fdp.flows.scheduled import DEFAULT_CRON, scheduled_release
 from fdp.schemas import BudgetSpec, LedgerEntry, PrivacyBudget, ReleaseConfig, ReleaseManifest
 from fdpcore.errors import BudgetExceededError, FdpError, LedgerError
 from fdpcore.ledger import DatasetBudget, Ledger, check_period, default_ledger_url
@@ -50,6 +53,12 @@ def _parser() -> argparse.ArgumentParser:
     d = sub.add_parser("demo", help="release the mean Adelaide Monday electricity-demand curve (shipped data)")
     d.add_argument("--out", default="fdp-demo", help="output directory (default: ./fdp-demo)")
     d.add_argument("--ledger", default=None, help="ledger database URL")
+
+    sv = sub.add_parser("serve", help="serve each config as a scheduled Prefect deployment (runs until stopped)")
+    sv.add_argument("configs", nargs="+", help="release configs (YAML); one deployment each, named by dataset id")
+    sv.add_argument("--cron", default=DEFAULT_CRON, help=f"cron schedule, UTC (default {DEFAULT_CRON!r}: monthly)")
+    sv.add_argument("--ledger", default=None, help="ledger database URL")
+    sv.add_argument("--out-root", default="releases", help="files go to OUT_ROOT/<dataset>/<period>/")
 
     b = sub.add_parser("budget", help="privacy budgets in the ledger")
     bsub = b.add_subparsers(dest="budget_command", required=True)
@@ -97,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
             return _release(Path(args.config), args.out, args.ledger, args.release_id, args.period)
         if args.command == "demo":
             return _demo(args.out, args.ledger)
+        if args.command == "serve":
+            return _serve(args.configs, args.cron, args.ledger, args.out_root)
         if args.command == "budget" and args.budget_command == "set":
             return _budget_set(args)
         if args.command == "budget" and args.budget_command == "cancel":
@@ -251,6 +262,23 @@ def _unexpected(exc: BaseException) -> str:
         return f"unexpected {type(exc).__name__}{where}: {exc}"
     return (f"unexpected {type(exc).__name__}{where}; this is a bug in fdp or its environment. Its text is withheld "
             "because it may quote data; set FDP_DEBUG=1 to show it")
+
+
+def _serve(configs: list[str], cron: str, ledger_url: str | None, out_root: str) -> int:
+    url = ledger_url or default_ledger_url()
+    deployments = []
+    for path in configs:
+        config = load_config(path)  # fail fast (exit 2) on a bad config, before anything is served
+        deployments.append(scheduled_release.to_deployment(
+            name=config.dataset.id, cron=cron, entrypoint_type=EntrypointType.MODULE_PATH,
+            parameters={"config_path": str(Path(path).resolve()), "ledger_url": url,
+                        "out_root": str(Path(out_root).resolve())},
+            description=f"{config.summary} release of {config.dataset.id} ({config.dataset.privacy_unit})",
+            tags=["fdp", config.summary],
+        ))
+    print(f"serving {len(deployments)} scheduled release(s) on {cron!r} (UTC); ledger {url}")
+    serve(*deployments, print_starting_message=False)
+    return EXIT_OK
 
 
 def _demo(out: str, ledger_url: str | None) -> int:

@@ -20,6 +20,7 @@ from fdp.tasks import (
     republish_release,
     summarise_curves,
 )
+from fdp.tasks.lineage import emit_lineage
 from fdp.tasks.mean import select_parameters
 from fdpcore.errors import ReleaseConflictError
 
@@ -68,4 +69,6 @@ def mean_release(
     except BaseException:
         cancel_reservation(ledger_url, release_id)  # only while no noise exists (state 'reserved')
         raise
-    return publish_release(ledger_url, release_id, config, config_sha256, plan, values, out_dir)
+    manifest = publish_release(ledger_url, release_id, config, config_sha256, plan, values, out_dir)
+    emit_lineage(manifest, "mean-release", out_dir)
+    return manifest

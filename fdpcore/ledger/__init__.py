@@ -12,6 +12,7 @@ from fdpcore.ledger._store import (
     check_period,
     current_period,
     default_ledger_url,
+    state_dir,
 )
 
 __all__ = [
@@ -26,4 +27,5 @@ __all__ = [
     "check_period",
     "current_period",
     "default_ledger_url",
+    "state_dir",
 ]

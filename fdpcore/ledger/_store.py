@@ -60,6 +60,7 @@ __all__ = [
     "check_period",
     "current_period",
     "default_ledger_url",
+    "state_dir",
 ]
 
 RELEASE_STATES = ("reserved", "noised", "published", "cancelled")
@@ -70,22 +71,21 @@ ACCOUNTING_MODES = ("basic", "zcdp")
 PERIOD_KINDS = ("month",)
 
 
-def default_ledger_url() -> str:
-    """``$FDP_LEDGER_URL``, else a SQLite file in the state directory.
+def state_dir() -> Path:
+    """fdp's state directory: ``$FDP_STATE_DIR``, else ``$XDG_STATE_HOME/fdp``, else ``~/.local/state/fdp``."""
+    state = os.environ.get("FDP_STATE_DIR")
+    if state:
+        return Path(state)
+    xdg = os.environ.get("XDG_STATE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".local" / "state") / "fdp"
 
-    The state directory is ``$FDP_STATE_DIR``, else ``$XDG_STATE_HOME/fdp``, else
-    ``~/.local/state/fdp``.
-    """
+
+def default_ledger_url() -> str:
+    """``$FDP_LEDGER_URL``, else the SQLite file ``ledger.sqlite`` in :func:`state_dir`."""
     url = os.environ.get("FDP_LEDGER_URL")
     if url:
         return url
-    state = os.environ.get("FDP_STATE_DIR")
-    if state:
-        base = Path(state)
-    else:
-        xdg = os.environ.get("XDG_STATE_HOME")
-        base = (Path(xdg) if xdg else Path.home() / ".local" / "state") / "fdp"
-    return f"sqlite:///{base / 'ledger.sqlite'}"
+    return f"sqlite:///{state_dir() / 'ledger.sqlite'}"
 
 
 def current_period(now: datetime | None = None) -> str:

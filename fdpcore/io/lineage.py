@@ -1,0 +1,108 @@
+"""OpenLineage run events for published releases (openlineage-python).
+
+One ``COMPLETE`` run event per published release: job = the Prefect flow, run = its flow run id,
+input = the dataset's *identity* (its id and privacy unit — never a content fingerprint), outputs
+= the published files, and a custom run facet ``fdp_privacy`` with the guarantee, mechanism,
+sensitivity formula id and ledger entry id. Everything in the event is public (it is built from
+the public manifest).
+
+Where events go:
+
+* ``FDP_LINEAGE=off``: nowhere;
+* ``OPENLINEAGE_URL`` or ``OPENLINEAGE_CONFIG`` set: OpenLineage's own configuration (HTTP, Kafka,
+  console, file, ...);
+* otherwise a JSON-lines file: ``$FDP_LINEAGE_FILE``, else ``<fdp state dir>/lineage.jsonl``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import attr
+from openlineage.client import OpenLineageClient
+from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
+from openlineage.client.facet_v2 import RunFacet
+from openlineage.client.transport.file import FileConfig, FileTransport
+
+from fdpcore import __version__
+from fdpcore.ledger import state_dir
+
+__all__ = ["NAMESPACE", "PRODUCER", "FdpPrivacyRunFacet", "emit_release_event", "lineage_client", "release_event"]
+
+#: OpenLineage namespace of fdp's jobs and input datasets.
+NAMESPACE = "fdp"
+#: The producer URI written into every event.
+PRODUCER = f"urn:fdp:release-system:{__version__}"
+
+
+@attr.define
+class FdpPrivacyRunFacet(RunFacet):
+    """The privacy facts of a release run (all public: they come from the manifest)."""
+
+    releaseId: str  # noqa: N815 - OpenLineage facets use camelCase
+    ledgerEntryId: str  # noqa: N815
+    datasetId: str  # noqa: N815
+    summary: str
+    mechanism: str
+    guarantee: str
+    epsilon: float
+    delta: float
+    adjacency: str
+    privacyUnit: str  # noqa: N815
+    sensitivityFormula: str  # noqa: N815
+    sensitivity: float
+    budgetSplits: list[dict[str, Any]]  # noqa: N815
+
+    @staticmethod
+    def _get_schema() -> str:
+        return "urn:fdp:facets:FdpPrivacyRunFacet:1"
+
+
+def lineage_client() -> OpenLineageClient | None:
+    """The configured client, or None when lineage is switched off (see the module docstring)."""
+    if os.environ.get("FDP_LINEAGE", "").lower() in {"off", "0", "false", "no"}:
+        return None
+    if os.environ.get("OPENLINEAGE_URL") or os.environ.get("OPENLINEAGE_CONFIG"):
+        return OpenLineageClient()
+    path = Path(os.environ.get("FDP_LINEAGE_FILE") or state_dir() / "lineage.jsonl")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return OpenLineageClient(transport=FileTransport(FileConfig(log_file_path=str(path), append=True)))
+
+
+def release_event(manifest: dict[str, Any], *, job_name: str, out_dir: str | Path) -> RunEvent:
+    """The ``COMPLETE`` run event of a published release, built from its public manifest."""
+    privacy, sens = manifest["privacy"], manifest.get("sensitivity", {})
+    run_id = manifest.get("provenance", {}).get("flow_run_id") or str(uuid.uuid4())
+    facet = FdpPrivacyRunFacet(
+        releaseId=manifest["release_id"], ledgerEntryId=manifest["release_id"], datasetId=manifest["dataset_id"],
+        summary=manifest["summary"], mechanism=manifest["mechanism"], guarantee=privacy["guarantee"],
+        epsilon=privacy["epsilon"], delta=privacy["delta"], adjacency=privacy["adjacency"],
+        privacyUnit=privacy["privacy_unit"], sensitivityFormula=sens.get("bound", ""),
+        sensitivity=sens.get("value", 0.0), budgetSplits=manifest["budget_splits"], producer=PRODUCER,
+    )
+    out = Path(out_dir).resolve()
+    files = [o["path"] for o in manifest["outputs"]] + ["manifest.json"]
+    return RunEvent(
+        eventType=RunState.COMPLETE,
+        eventTime=datetime.now(UTC).isoformat(),
+        producer=PRODUCER,
+        run=Run(runId=run_id, facets={"fdp_privacy": facet}),
+        job=Job(namespace=NAMESPACE, name=job_name),
+        inputs=[InputDataset(namespace=NAMESPACE, name=manifest["dataset_id"])],
+        outputs=[OutputDataset(namespace=f"file://{socket.gethostname()}", name=str(out / f)) for f in files],
+    )
+
+
+def emit_release_event(manifest: dict[str, Any], *, job_name: str, out_dir: str | Path) -> RunEvent | None:
+    """Emit the release's lineage event through the configured client; returns it (None when off)."""
+    client = lineage_client()
+    if client is None:
+        return None
+    event = release_event(manifest, job_name=job_name, out_dir=out_dir)
+    client.emit(event)
+    return event

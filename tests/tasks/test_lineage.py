@@ -1,0 +1,64 @@
+"""OpenLineage events: one COMPLETE event per release, public facts only, configurable transport."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from prefect.logging import disable_run_logger
+
+from fdp.tasks.lineage import emit_lineage
+from fdpcore.io.lineage import lineage_client, release_event
+
+RUN_ID = "6a4c8c4e-3f0e-4d86-9b7f-8c2f3a0a9b11"
+MANIFEST = {
+    "release_id": "elec-2026-11", "dataset_id": "elec", "summary": "mean", "mechanism": "iclp_qr", "n": 508,
+    "privacy": {"epsilon": 1.0, "delta": 0.0, "adjacency": "replace-one", "privacy_unit": "Monday",
+                "guarantee": "pure 1-differential privacy"},
+    "sensitivity": {"bound": "sensitivity.mean.iclp_qr.exact_l2@1", "value": 0.0848},
+    "budget_splits": [{"name": "mean", "epsilon": 1.0, "delta": 0.0}],
+    "outputs": [{"path": "release.parquet", "sha256": "a" * 64}],
+    "provenance": {"flow_run_id": RUN_ID, "config_sha256": "b" * 64},
+}
+
+
+def test_event_carries_job_run_dataset_identity_outputs_and_the_privacy_facet(tmp_path: Path) -> None:
+    event = release_event(MANIFEST, job_name="mean-release", out_dir=tmp_path)
+    assert (event.job.namespace, event.job.name, event.run.runId) == ("fdp", "mean-release", RUN_ID)
+    assert [(d.namespace, d.name) for d in event.inputs] == [("fdp", "elec")]
+    assert sorted(Path(d.name).name for d in event.outputs) == ["manifest.json", "release.parquet"]
+    facet = event.run.facets["fdp_privacy"]
+    assert (facet.ledgerEntryId, facet.sensitivityFormula, facet.epsilon, facet.mechanism) == (
+        "elec-2026-11", "sensitivity.mean.iclp_qr.exact_l2@1", 1.0, "iclp_qr")
+
+
+def test_default_transport_appends_json_lines_in_the_state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENLINEAGE_URL", raising=False)
+    monkeypatch.delenv("OPENLINEAGE_CONFIG", raising=False)
+    with disable_run_logger():
+        assert emit_lineage.fn(MANIFEST, "mean-release", str(tmp_path / "out")) is True
+        assert emit_lineage.fn({**MANIFEST, "release_id": "elec-2026-12"}, "mean-release", str(tmp_path)) is True
+    lines = (tmp_path / "fdp-state" / "lineage.jsonl").read_text().splitlines()
+    events = [json.loads(line) for line in lines]
+    assert [e["run"]["facets"]["fdp_privacy"]["releaseId"] for e in events] == ["elec-2026-11", "elec-2026-12"]
+    assert all(e["eventType"] == "COMPLETE" for e in events)
+    text = "\n".join(lines)
+    assert "b" * 64 not in text and "a" * 64 not in text  # no fingerprints of inputs or outputs
+
+
+def test_lineage_can_be_switched_off_or_sent_to_a_configured_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FDP_LINEAGE", "off")
+    assert lineage_client() is None
+    monkeypatch.delenv("FDP_LINEAGE")
+    target = tmp_path / "elsewhere" / "events.jsonl"
+    monkeypatch.setenv("FDP_LINEAGE_FILE", str(target))
+    with disable_run_logger():
+        assert emit_lineage.fn(MANIFEST, "mean-release", str(tmp_path)) is True
+    assert json.loads(target.read_text())["job"]["name"] == "mean-release"
+
+
+def test_a_broken_lineage_backend_does_not_fail_the_release(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FDP_LINEAGE_FILE", str(tmp_path))  # a directory: the file transport cannot append to it
+    with disable_run_logger():
+        assert emit_lineage.fn(MANIFEST, "mean-release", str(tmp_path)) is False
