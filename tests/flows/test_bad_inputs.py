@@ -144,6 +144,12 @@ ROWS: list[tuple[str, Builder, int, list[str]]] = [
     ("config-value-scale-zero", lambda d: {"dataset.value_scale": 0}, 2, ["dataset.value_scale", "greater than 0"]),
     ("config-format-unknown", lambda d: {"dataset.format": "xlsx"}, 2, ["dataset.format", "'parquet' or 'csv'"]),
     ("config-dataset-id-bad", lambda d: {"dataset.id": "../etc"}, 2, ["dataset.id", "pattern"]),
+    # mechanism feasibility (MATH.md §4): rows for the estimators beyond iclp_qr
+    ("config-iclp-ar-eta-below-1", lambda d: {"estimator": "iclp_ar", "tuning": {"eta": 0.5, "psi": 0.01}}, 2, ["tuning.eta (0.5) must be >= 1", "iclp_ar"]),
+    ("config-classical-epsilon-above-1", lambda d: {"estimator": "gp", "privacy": {"epsilon": 2.0, "delta": 1e-6, "calibration": "classical"}}, 2, ["privacy.epsilon (2.0) must be <= 1", "'classical'", "analytic"]),
+    ("config-gp-delta-zero", lambda d: {"estimator": "gp"}, 2, ["privacy.delta (0.0) must be > 0", "gp"]),
+    ("config-calibration-with-pure-dp", lambda d: {"privacy.calibration": "classical"}, 2, ["privacy.calibration", "applies to estimator 'gp' only"]),
+    ("config-budget-split-exceeds-total", lambda d: {"tuning": {"rule": "dp_select", "select_epsilon": 1.0}}, 2, ["tuning.select_epsilon (1.0) must be < privacy.epsilon"]),
     ("config-release-id-reused", lambda d: {"__rid__": "existing"}, 2, ["release id 'existing'", "different config", "new --release-id"]),
     # --- files
     ("file-missing", lambda d: {"dataset.path": str(d / "absent.parquet")}, 2, ["dataset.path", "does not exist"]),
