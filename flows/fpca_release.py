@@ -6,8 +6,9 @@ from typing import Any
 
 from prefect import flow
 
+from fdp.flows._steps import already_published, announce, cancel_unless_noised, charge
 from fdp.schemas.fpca import FpcaReleaseConfig
-from fdp.tasks import cancel_reservation, charge_budget, check_existing_release, clip_curves, load_curves
+from fdp.tasks import clip_curves, load_curves
 from fdp.tasks.fpca import (
     center_curves,
     draw_components,
@@ -16,8 +17,6 @@ from fdp.tasks.fpca import (
     publish_fpca,
     summarise_fpca,
 )
-from fdp.tasks.mean import republish_release
-from fdpcore.errors import ReleaseConflictError
 
 
 @flow(name="fpca-release", flow_run_name="fpca-release-{release_id}", persist_result=False, retries=0)
@@ -37,23 +36,15 @@ def fpca_release(
     data-dependent draw, and a re-run of a published ``release_id`` rewrites its files
     from the ledger and charges nothing. ``period`` is the budget period charged.
     """
-    existing = check_existing_release(ledger_url, release_id)
-    if existing is not None and existing.config_sha256 != config_sha256:
-        raise ReleaseConflictError(
-            f"release id {release_id!r} was already used with a different config; choose a new --release-id"
-        )
-    if existing is not None and existing.state == "published":
-        return republish_release(existing, out_dir)
+    if (done := already_published(ledger_url, release_id, config_sha256, out_dir)) is not None:
+        return done
     plan = plan_fpca(config)
     batch = clip_curves(center_curves(load_curves(config, config_dir), plan), config)
     gram = summarise_fpca(batch, plan)
     request = fpca_charge_request(config, config_sha256, plan, batch.counts).model_copy(update={"period": period})
-    charge = charge_budget(ledger_url, release_id, request)
-    if charge["published"]:  # published concurrently by another run of the same id
-        return republish_release(check_existing_release(ledger_url, release_id), out_dir)
-    try:
+    if (done := charge(ledger_url, release_id, request, out_dir)) is not None:
+        return done
+    with cancel_unless_noised(ledger_url, release_id):
         frame = draw_components(ledger_url, release_id, plan, gram)
-    except BaseException:
-        cancel_reservation(ledger_url, release_id)  # only while no draw exists (state 'reserved')
-        raise
-    return publish_fpca(ledger_url, release_id, config, config_sha256, plan, frame, batch.n_samples, out_dir)
+    manifest = publish_fpca(ledger_url, release_id, config, config_sha256, plan, frame, batch.n_samples, out_dir)
+    return announce(manifest, "fpca-release", out_dir)

@@ -5,7 +5,7 @@ no retries (a retry would draw fresh noise for the same charge). Ledger tasks sh
 by every release flow live in :mod:`fdp.tasks.ledger`.
 """
 
-from fdp.tasks.ledger import cancel_reservation, charge_budget, check_existing_release
+from fdp.tasks.ledger import cancel_reservation, charge_budget, check_existing_release, republish_release
 from fdp.tasks.mean import (
     charge_request,
     clip_curves,
@@ -13,7 +13,6 @@ from fdp.tasks.mean import (
     load_curves,
     plan_release,
     publish_release,
-    republish_release,
     summarise_curves,
 )
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from prefect import task
@@ -17,6 +18,7 @@ from prefect.runtime import flow_run
 
 import fdpcore
 from fdp.schemas import ChargeRequest
+from fdp.tasks import _publish
 from fdpcore.io.provenance import git_sha, operator_host
 from fdpcore.ledger import Ledger, ReleaseRecord
 
@@ -31,6 +33,7 @@ __all__ = [
     "ledger_task",
     "mark_noised",
     "provenance",
+    "republish_release",
 ]
 
 
@@ -93,3 +96,11 @@ def cancel_reservation(ledger_url: str, release_id: str) -> bool:
 def close_release(ledger_url: str, release_id: str, public: dict[str, Any]) -> None:
     """Store the public outputs and close the ledger entry (before any file is written)."""
     Ledger(ledger_url).publish(release_id, public)
+
+
+@ledger_task(name="republish-release")
+def republish_release(record: ReleaseRecord, out_dir: str) -> dict[str, Any]:
+    """Re-write a published release's files from the ledger (an idempotent re-run; nothing is charged)."""
+    if record.public is None:
+        raise fdpcore.InternalError(f"release {record.release_id!r} is published but has no stored outputs")
+    return _publish.write_release(record.public, Path(out_dir))

@@ -15,7 +15,7 @@ from fdp.tasks import _publish
 from fdp.tasks.ledger import close_release, mark_noised, provenance
 from fdpcore.grids import Grid, make_grid
 from fdpcore.io import read_long_table
-from fdpcore.ledger import Ledger, ReleaseRecord
+from fdpcore.ledger import Ledger
 from fdpcore.preprocess import align_long, clip_l2, rescale_long
 from fdpcore.release import draw_mean_release, plan_mean_release, select_mean_parameters, summarise_mean
 
@@ -113,14 +113,6 @@ def publish_release(
     budget = Ledger(ledger_url).budgets(config.dataset.id)[0]
     _publish.create_artifacts(manifest, budget.as_dict())
     return manifest
-
-
-@data_task(name="republish-release")
-def republish_release(record: ReleaseRecord, out_dir: str) -> dict[str, Any]:
-    """Re-write a published release's files from the ledger (an idempotent re-run; nothing is charged)."""
-    if record.public is None:
-        raise fdpcore.InternalError(f"release {record.release_id!r} is published but has no stored outputs")
-    return _publish.write_release(record.public, Path(out_dir))
 
 
 def charge_request(config: ReleaseConfig, config_sha256: str, plan: NoisePlan, counts: dict[str, int]) -> ChargeRequest:

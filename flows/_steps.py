@@ -1,0 +1,68 @@
+"""The steps every release flow shares, in the order that is the privacy contract (DESIGN.md).
+
+A summary's flow reads::
+
+    if (done := already_published(ledger_url, release_id, config_sha256, out_dir)) is not None:
+        return done                                   # idempotent re-run: files from the ledger
+    ...load, clip, plan (public inputs only), summarise...
+    if (done := charge(ledger_url, release_id, request, out_dir)) is not None:
+        return done                                   # published meanwhile by another run
+    with cancel_unless_noised(ledger_url, release_id):
+        values = <noise task, which calls mark_noised right before its first draw>
+    manifest = <publish task: ledger first, then files and artifacts>
+    return announce(manifest, "<summary>-release", out_dir)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from fdp.schemas import ChargeRequest
+from fdp.tasks.ledger import cancel_reservation, charge_budget, check_existing_release, republish_release
+from fdp.tasks.lineage import emit_lineage
+from fdpcore.errors import ReleaseConflictError
+
+__all__ = ["already_published", "announce", "cancel_unless_noised", "charge"]
+
+
+def already_published(ledger_url: str, release_id: str, config_sha256: str, out_dir: str) -> dict[str, Any] | None:
+    """The re-written manifest when ``release_id`` is already published with this config, else None.
+
+    Raises:
+        ReleaseConflictError: the id was used with another config.
+    """
+    existing = check_existing_release(ledger_url, release_id)
+    if existing is not None and existing.config_sha256 != config_sha256:
+        raise ReleaseConflictError(
+            f"release id {release_id!r} was already used with a different config; choose a new --release-id"
+        )
+    if existing is not None and existing.state == "published":
+        return republish_release(existing, out_dir)
+    return None
+
+
+def charge(ledger_url: str, release_id: str, request: ChargeRequest, out_dir: str) -> dict[str, Any] | None:
+    """Charge the full cost atomically; the re-written manifest if another run published the id meanwhile."""
+    outcome = charge_budget(ledger_url, release_id, request)
+    if outcome["published"]:
+        record = check_existing_release(ledger_url, release_id)
+        return republish_release(record, out_dir)
+    return None
+
+
+@contextmanager
+def cancel_unless_noised(ledger_url: str, release_id: str) -> Iterator[None]:
+    """On any failure inside, give the reservation back — which the ledger allows only before noise."""
+    try:
+        yield
+    except BaseException:
+        cancel_reservation(ledger_url, release_id)
+        raise
+
+
+def announce(manifest: dict[str, Any], job_name: str, out_dir: str) -> dict[str, Any]:
+    """Emit the release's lineage event (after publication) and return its manifest."""
+    emit_lineage(manifest, job_name, out_dir)
+    return manifest
