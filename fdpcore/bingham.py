@@ -17,6 +17,11 @@ Bingham law on the Stiefel manifold :math:`\\mathcal V_{m,k}` has density
 Everything is batched over a leading axis of independent problems (chains), so the
 Python loop runs over sweeps and columns only, never over chains or proposals.
 Randomness comes from an explicit :class:`numpy.random.Generator`.
+
+Performance: a sweep makes a few LAPACK calls on matrices of size ``m - k + 1``; with a
+multi-threaded BLAS, thread wake-ups can cost more than the work (observed: 10-30x on a
+busy machine). Run long chains with ``OPENBLAS_NUM_THREADS=1`` or under
+``threadpoolctl.threadpool_limits(1)`` (``fdp release`` does the latter).
 """
 
 from __future__ import annotations
@@ -42,13 +47,13 @@ __all__ = [
 ]
 
 #: Proposals drawn per chain and round by the rejection samplers (vectorised rejection).
-_PROPOSALS = 4
+_PROPOSALS = 8
 #: Give up (InternalError) after this many rejection rounds: unreachable for a valid envelope.
 _MAX_ROUNDS = 100_000
 #: Re-orthonormalise the chains' frames every this many sweeps (rounding drift only).
 _REORTHO_EVERY = 50
-#: Newton steps for the ACG parameter b (converged to ~1e-10 after 4 on every tested spectrum).
-_NEWTON_STEPS = 5
+#: Newton steps for the ACG parameter b: each iterate is a valid b (see acg_envelope_b); 3 reach the root to ~0.2%.
+_NEWTON_STEPS = 3
 
 
 def _symmetric_stack(name: str, a: ArrayLike) -> tuple[NDArrayFloat, bool]:
@@ -66,7 +71,7 @@ def _symmetric_stack(name: str, a: ArrayLike) -> tuple[NDArrayFloat, bool]:
     return (arr + np.swapaxes(arr, 1, 2)) / 2.0, single
 
 
-def acg_envelope_b(shifted_eigenvalues: ArrayLike) -> NDArrayFloat:
+def acg_envelope_b(shifted_eigenvalues: ArrayLike, steps: int = 8) -> NDArrayFloat:
     """The ACG envelope parameter ``b``: the root of ``sum_i 1/(b + 2 l_i) = 1`` in ``[1, q]``.
 
     ``shifted_eigenvalues`` are the eigenvalues ``l_i >= 0`` of ``l_max I - A`` (minimum 0),
@@ -83,7 +88,7 @@ def acg_envelope_b(shifted_eigenvalues: ArrayLike) -> NDArrayFloat:
     # h(b) = 1 / sum_i 1/(b + 2 l_i) is a harmonic mean of affine functions, hence concave and
     # increasing, with h(1) <= 1 (one l_i is 0). Newton's iterates from b = 1 therefore increase
     # monotonically to the root and never pass it: every iterate is a valid b <= q.
-    for _ in range(_NEWTON_STEPS):
+    for _ in range(steps):
         inv = 1.0 / (b[:, None] + two_l)
         s1 = inv.sum(axis=1)
         s2 = np.einsum("ij,ij->i", inv, inv)
@@ -99,7 +104,7 @@ def _acg_draw(a: NDArrayFloat, rng: np.random.Generator) -> NDArrayFloat:
         return _acg_draw_one(a[0], rng)[None]
     lam = np.linalg.eigvalsh(a)  # ascending
     lmax = lam[:, -1]
-    b = acg_envelope_b(lmax[:, None] - lam)
+    b = acg_envelope_b(lmax[:, None] - lam, steps=_NEWTON_STEPS)
     eye = np.eye(q)
     a_t = lmax[:, None, None] * eye - a  # PSD, smallest eigenvalue 0
     omega = eye + (2.0 / b)[:, None, None] * a_t
@@ -139,8 +144,11 @@ def _acg_draw_one(a: NDArrayFloat, rng: np.random.Generator) -> NDArrayFloat:
         s1 = float(inv.sum())
         b += (1.0 - 1.0 / s1) * s1 * s1 / float(inv @ inv)
     b = min(max(b, 1.0), float(q))
-    a_t = lmax * np.eye(q) - a
-    upper, info = lapack.dpotrf(np.eye(q) + (2.0 / b) * a_t, lower=0)  # Omega = U^T U
+    a_t = -a
+    a_t.flat[:: q + 1] += lmax  # lmax I - a
+    omega = (2.0 / b) * a_t
+    omega.flat[:: q + 1] += 1.0  # I + 2 a_t / b
+    upper, info = lapack.dpotrf(omega, lower=0, overwrite_a=1)  # Omega = U^T U
     if info != 0:
         raise InternalError(f"dpotrf failed (info {info})")  # pragma: no cover
     log_const = (q - b) / 2.0 - (q / 2.0) * math.log(q / b)
@@ -403,6 +411,30 @@ class BinghamChains:
         return self
 
     def _sweep(self, rng: np.random.Generator) -> None:
+        if self.frames.shape[0] == 1 and self.method == "acg":
+            self._sweep_one(rng)
+        else:
+            self._sweep_stack(rng)
+        self.sweeps += 1
+        if self.sweeps % _REORTHO_EVERY == 0:
+            self.frames = _reorthonormalise(self.frames)
+
+    def _sweep_one(self, rng: np.random.Generator) -> None:
+        """:meth:`_sweep_stack` for a single chain with 2-D arrays (no stack overhead per column)."""
+        frame, a, k = self.frames[0], self.a, self.k
+        rest = np.arange(k, a.shape[0])
+        for r in rng.permutation(k):
+            idx = np.concatenate(([r], rest))
+            basis = frame[:, idx]
+            a_r = basis.T @ (a @ basis)
+            z = _acg_draw_one(a_r, rng) if idx.size >= 3 else _exact_stack(a_r[None], rng)[0]
+            if z[0] < 0.0:
+                z = -z
+            u = z.copy()
+            u[0] += 1.0
+            frame[:, idx] = basis - np.outer(basis @ u, u * (2.0 / float(u @ u)))
+
+    def _sweep_stack(self, rng: np.random.Generator) -> None:
         frames, a, k = self.frames, self.a, self.k
         m = a.shape[0]
         n = frames.shape[0]
@@ -424,9 +456,6 @@ class BinghamChains:
             u[:, 0] += 1.0
             nu = np.einsum("bij,bj->bi", basis, u)
             frames[:, :, idx] = basis - (2.0 / np.einsum("bi,bi->b", u, u))[:, None, None] * nu[:, :, None] * u[:, None, :]
-        self.sweeps += 1
-        if self.sweeps % _REORTHO_EVERY == 0:
-            self.frames = _reorthonormalise(frames)
 
 
 def sample_matrix_bingham(

@@ -64,8 +64,8 @@ def test_acg_rejection_matches_importance_sampling(case: str) -> None:
 def test_acg_single_draw_path_matches_stack_path_in_law() -> None:
     a = _rotated(VECTOR_CASES["q4-anisotropic"], seed=1)
     rng = np.random.default_rng(3)
-    z = np.array([sample_vector_bingham(a, rng) for _ in range(5_000)])
-    assert np.abs(z.T @ z / z.shape[0] - _reference_projection(a, 1)).max() < 0.03
+    z = np.array([sample_vector_bingham(a, rng) for _ in range(2_000)])
+    assert np.abs(z.T @ z / z.shape[0] - _reference_projection(a, 1)).max() < 0.045
 
 
 @pytest.mark.parametrize("case", sorted(VECTOR_CASES))
@@ -158,6 +158,9 @@ def test_acg_envelope_parameter_solves_its_equation_and_bounds_the_target() -> N
     b = acg_envelope_b(lt)
     assert np.all((b >= 1.0) & (b <= 9.0))
     assert np.allclose(np.sum(1.0 / (b[:, None] + 2 * lt), axis=1), 1.0, atol=1e-9)
+    # truncated Newton (as the samplers use it) stays at or below the root, hence valid
+    b3 = acg_envelope_b(lt, steps=3)
+    assert np.all((b3 >= 1.0) & (b3 <= b + 1e-12)) and np.all(b3 > 0.9 * b)
     # the envelope inequality e^{-y} <= (q/b)^{q/2} e^{-(q-b)/2} (1 + 2y/b)^{-q/2} holds for all y >= 0
     y = np.linspace(0, 200, 4001)
     q = 9

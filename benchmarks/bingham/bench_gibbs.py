@@ -1,0 +1,70 @@
+"""Time per 1,000 Gibbs sweeps of fdpcore's matrix Bingham sampler (MATH.md §10.4).
+
+Run from the repository root:
+
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/bingham/bench_gibbs.py [--sweeps 1000] [--repeats 3]
+
+The parameter ``A`` is the same deterministic matrix the R comparison script builds
+(``rstiefel_gibbs.R``): ``A_ij = 2 cos(0.7 i j) + [i = j] (20 / i - 0.2 i)``, i, j = 1..m.
+For k = 1 a "sweep" is one exact vector-Bingham draw (fdp uses no chain for k = 1).
+Prints one line per (m, k) and method, and a CSV row per case with --csv.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # tiny LAPACK calls: worker threads only add latency
+
+import argparse  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from fdpcore.bingham import BinghamChains, sample_vector_bingham  # noqa: E402
+
+CASES = [(40, 1), (40, 3), (5, 3)]
+
+
+def benchmark_matrix(m: int) -> np.ndarray:
+    """The shared benchmark parameter A (m x m)."""
+    i = np.arange(1, m + 1, dtype=np.float64)
+    a = 2.0 * np.cos(0.7 * np.outer(i, i))
+    a[np.diag_indices(m)] += 20.0 / i - 0.2 * i
+    return a
+
+
+def time_case(m: int, k: int, sweeps: int, method: str, rng: np.random.Generator) -> float:
+    """Seconds for ``sweeps`` sweeps (k > 1) or exact draws (k = 1) on one chain."""
+    a = benchmark_matrix(m)
+    if k == 1:
+        start = time.perf_counter()
+        for _ in range(sweeps):
+            sample_vector_bingham(a, rng)
+        return time.perf_counter() - start
+    chains = BinghamChains.start(a, k, rng, method=method)
+    chains.run(5, rng)  # warm-up
+    start = time.perf_counter()
+    chains.run(sweeps, rng)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    """Print the timings (best of --repeats)."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sweeps", type=int, default=1000)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--methods", default="acg,hoff")
+    args = p.parse_args()
+    rng = np.random.default_rng(2024)
+    print("m,k,method,seconds_per_1000_sweeps")
+    for m, k in CASES:
+        for method in args.methods.split(","):
+            if k == 1 and method != "acg":
+                continue
+            best = min(time_case(m, k, args.sweeps, method, rng) for _ in range(args.repeats))
+            print(f"{m},{k},{'exact-acg' if k == 1 else method},{best * 1000 / args.sweeps:.4f}")
+
+
+if __name__ == "__main__":
+    main()
