@@ -4,7 +4,8 @@ A summary's flow reads::
 
     if (done := already_published(ledger_url, release_id, config_sha256, out_dir)) is not None:
         return done                                   # idempotent re-run: files from the ledger
-    ...load, clip, plan (public inputs only), summarise...
+    progress = Progress(release_id)                   # a progress artifact in the UI, stage by stage
+    ...load, clip, plan (public inputs only), summarise...; progress(40, "curves aligned and clipped")
     if (done := charge(ledger_url, release_id, request, out_dir)) is not None:
         return done                                   # published meanwhile by another run
     with cancel_unless_noised(ledger_url, release_id):
@@ -19,12 +20,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from prefect.artifacts import create_progress_artifact, update_progress_artifact
+
 from fdp.schemas import ChargeRequest
 from fdp.tasks.ledger import cancel_reservation, charge_budget, check_existing_release, republish_release
 from fdp.tasks.lineage import emit_lineage
 from fdpcore.errors import ReleaseConflictError
 
-__all__ = ["already_published", "announce", "cancel_unless_noised", "charge"]
+__all__ = ["Progress", "already_published", "announce", "cancel_unless_noised", "charge"]
 
 
 def already_published(ledger_url: str, release_id: str, config_sha256: str, out_dir: str) -> dict[str, Any] | None:
@@ -66,3 +69,18 @@ def announce(manifest: dict[str, Any], job_name: str, out_dir: str) -> dict[str,
     """Emit the release's lineage event (after publication) and return its manifest."""
     emit_lineage(manifest, job_name, out_dir)
     return manifest
+
+
+class Progress:
+    """A Prefect progress artifact that follows one release through its stages (visible in the UI).
+
+    Descriptions name stages only — never a count or value computed from the data.
+    """
+
+    def __init__(self, release_id: str) -> None:
+        self.release_id = release_id
+        self.artifact_id = create_progress_artifact(0.0, description=f"Release {release_id}: started")
+
+    def __call__(self, percent: float, stage: str) -> None:
+        """Move the bar to ``percent`` (0-100) with a stage description."""
+        update_progress_artifact(self.artifact_id, percent, description=f"Release {self.release_id}: {stage}")

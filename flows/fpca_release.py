@@ -6,7 +6,7 @@ from typing import Any
 
 from prefect import flow
 
-from fdp.flows._steps import already_published, announce, cancel_unless_noised, charge
+from fdp.flows._steps import Progress, already_published, announce, cancel_unless_noised, charge
 from fdp.schemas.fpca import FpcaReleaseConfig
 from fdp.tasks import clip_curves, load_curves
 from fdp.tasks.fpca import (
@@ -38,13 +38,18 @@ def fpca_release(
     """
     if (done := already_published(ledger_url, release_id, config_sha256, out_dir)) is not None:
         return done
+    progress = Progress(release_id)
     plan = plan_fpca(config)
     batch = clip_curves(center_curves(load_curves(config, config_dir), plan), config)
     gram = summarise_fpca(batch, plan)
+    progress(40, "curves aligned, centred and clipped")
     request = fpca_charge_request(config, config_sha256, plan, batch.counts).model_copy(update={"period": period})
     if (done := charge(ledger_url, release_id, request, out_dir)) is not None:
         return done
+    progress(50, "budget charged; sampling")
     with cancel_unless_noised(ledger_url, release_id):
         frame = draw_components(ledger_url, release_id, plan, gram)
+    progress(90, "components drawn")
     manifest = publish_fpca(ledger_url, release_id, config, config_sha256, plan, frame, batch.n_samples, out_dir)
+    progress(100, "published")
     return announce(manifest, "fpca-release", out_dir)

@@ -6,7 +6,7 @@ from typing import Any
 
 from prefect import flow
 
-from fdp.flows._steps import already_published, announce, cancel_unless_noised, charge
+from fdp.flows._steps import Progress, already_published, announce, cancel_unless_noised, charge
 from fdp.schemas import ReleaseConfig
 from fdp.tasks import (
     charge_request,
@@ -41,13 +41,17 @@ def mean_release(
     """
     if (done := already_published(ledger_url, release_id, config_sha256, out_dir)) is not None:
         return done
+    progress = Progress(release_id)
     batch = clip_curves(load_curves(config, config_dir), config)
+    progress(40, "curves aligned and clipped")
     plan = plan_release(config, batch.n_samples)
     pending = plan.plan.pending  # dp_select / pcv: parameters are chosen from the data after the charge
     summary = None if pending else summarise_curves(batch, plan)
+    progress(60, "noise planned from public inputs")
     request = charge_request(config, config_sha256, plan, batch.counts).model_copy(update={"period": period})
     if (done := charge(ledger_url, release_id, request, out_dir)) is not None:
         return done
+    progress(70, "budget charged")
     with cancel_unless_noised(ledger_url, release_id):
         noised = False
         if pending:
@@ -55,5 +59,7 @@ def mean_release(
             plan = select_parameters(ledger_url, release_id, batch, plan)
             summary = summarise_curves(batch, plan)
         values = draw_noise(ledger_url, release_id, plan, summary, noised)
+    progress(85, "noise drawn")
     manifest = publish_release(ledger_url, release_id, config, config_sha256, plan, values, out_dir)
+    progress(100, "published")
     return announce(manifest, "mean-release", out_dir)

@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from fdp.schemas import ReleaseConfig, ReleaseManifest
+from fdp.tasks._plots import curves_png
 from fdpcore.errors import DataError, InternalError
 from fdpcore.io.files import write_bytes_atomic, write_json_atomic
 from fdpcore.mechanisms import whitened_pointwise_band
@@ -22,6 +23,7 @@ from fdpcore.preprocess import to_source_units
 from fdpcore.release import SENSITIVITY_NORMS, MeanPlan
 
 RELEASE_FILE = "release.parquet"
+PLOT_FILE = "release.png"
 MANIFEST_FILE = "manifest.json"
 BAND_LEVEL = 0.95
 
@@ -88,6 +90,11 @@ def public_release(
         "band_upper": v_source + band_source,
     }
     parquet = _parquet_bytes(columns, {"fdp.release_id": release_id, "fdp.dataset_id": ds.id})
+    png = curves_png(
+        t_source, {f"private {config.summary} ({plan.estimator})": v_source}, xlabel=ds.time_column, ylabel=ds.value_column,
+        title=f"{release_id}: released curve and {BAND_LEVEL:.0%} band of the privacy noise",
+        band=(v_source - band_source, v_source + band_source),
+    )
     l2_scaled = float(np.sqrt(plan.expected_sq_l2_error))
     parameters: dict[str, Any] = {
         "grid": {"rule": grid.rule, "size": grid.size, "domain": list(grid.domain_range),
@@ -151,10 +158,12 @@ def public_release(
             "band_half_width_max": float(band_source.max()),
         },
         formulas=sorted({*plan.formulas, "preprocess.align_linear@1"}),
-        outputs=[{"path": RELEASE_FILE, "sha256": hashlib.sha256(parquet).hexdigest()}],
+        outputs=[{"path": name, "sha256": hashlib.sha256(data).hexdigest()}
+                 for name, data in ((RELEASE_FILE, parquet), (PLOT_FILE, png))],
         provenance=provenance,
     )
-    return {"manifest": manifest.model_dump(mode="json"), "files": {RELEASE_FILE: base64.b64encode(parquet).decode()}}
+    return {"manifest": manifest.model_dump(mode="json"),
+            "files": {RELEASE_FILE: base64.b64encode(parquet).decode(), PLOT_FILE: base64.b64encode(png).decode()}}
 
 
 def write_release(public: dict[str, Any], out_dir: Path) -> dict[str, Any]:
@@ -170,18 +179,38 @@ def write_release(public: dict[str, Any], out_dir: Path) -> dict[str, Any]:
     return manifest
 
 
-def create_artifacts(manifest: dict[str, Any], budget: dict[str, Any]) -> None:
-    """The keyed Prefect artifacts: a release note for non-experts and the budget-split table."""
-    key = _artifact_key(manifest["dataset_id"])
-    create_markdown_artifact(key=f"{key}-release-note", markdown=release_note(manifest, budget),
-                             description=f"Release note of {manifest['release_id']}")
+def create_artifacts(manifest: dict[str, Any], note: str) -> None:
+    """The keyed Prefect artifacts of a release: its note for non-experts and the budget-split table.
+
+    Keys are ``<dataset>-release-note`` / ``<dataset>-budget-splits`` for the mean, and
+    ``<dataset>-<summary>-…`` for the other summaries.
+    """
+    key = _artifact_key(manifest["dataset_id"] if manifest["summary"] == "mean"
+                        else f"{manifest['dataset_id']}-{manifest['summary']}")
+    create_markdown_artifact(key=f"{key}-release-note", markdown=note, description=f"Release note of {manifest['release_id']}")
     create_table_artifact(key=f"{key}-budget-splits", table=manifest["budget_splits"],
                           description=f"Budget splits of {manifest['release_id']}")
 
 
-def release_note(manifest: dict[str, Any], budget: dict[str, Any]) -> str:
+def budget_text(manifest: dict[str, Any], budget: dict[str, Any], period: str) -> str:
+    """The release note's budget paragraph: this release, the dataset's total, and the release's period."""
+    p = manifest["privacy"]
+    text = (f"**Budget.** This release spent ε = {p['epsilon']:g}"
+            + (f", δ = {p['delta']:g}" if p["delta"] else "")
+            + f", charged to period {period}. Dataset `{manifest['dataset_id']}`: total ε = {budget['total']['epsilon']:g}, "
+            f"spent ε = {budget['spent']['epsilon']:.6g}, remaining ε = {budget['remaining']['epsilon']:.6g}.")
+    usage = next((u for u in budget.get("periods", []) if u["period"] == period), None)
+    if usage is not None and usage["allowance"] is not None:
+        text += (f" This period: allowance ε = {usage['allowance']['epsilon']:g}, spent ε = {usage['spent']['epsilon']:.6g}, "
+                 f"left ε = {usage['remaining']['epsilon']:.6g}.")
+    elif usage is not None:
+        text += f" This period: spent ε = {usage['spent']['epsilon']:.6g} (no per-period allowance)."
+    return text
+
+
+def release_note(manifest: dict[str, Any], budget: dict[str, Any], period: str, png_b64: str | None = None) -> str:
     """Markdown explaining the release to a non-expert (private values and public parameters only)."""
-    p, nz, par = manifest["privacy"], manifest["noise"], manifest["parameters"]
+    nz, par = manifest["noise"], manifest["parameters"]
     return "\n".join([
         f"# {manifest['summary'].capitalize()} curve release `{manifest['release_id']}`",
         "",
@@ -195,10 +224,9 @@ def release_note(manifest: dict[str, Any], budget: dict[str, Any]) -> str:
         f"{nz['band_level']:.0%} or more (band columns in the Parquet file). "
         "These figures come from the mechanism alone, not from the data.",
         "",
-        f"**Budget.** This release spent ε = {p['epsilon']:g}. Dataset `{manifest['dataset_id']}`: "
-        f"total ε = {budget['total']['epsilon']:g}, spent ε = {budget['spent']['epsilon']:g}, "
-        f"remaining ε = {budget['remaining']['epsilon']:g}.",
+        budget_text(manifest, budget, period),
         "",
+        *((f"![released curve and noise band](data:image/png;base64,{png_b64})", "") if png_b64 else ()),
         "| file | sha256 |",
         "| --- | --- |",
         *(f"| {o['path']} | `{o['sha256']}` |" for o in manifest["outputs"]),

@@ -8,33 +8,28 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import io
 import secrets
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+import numpy as np
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+from threadpoolctl import threadpool_limits
 
-matplotlib.use("Agg")  # headless: the plot is rendered to bytes, never shown
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from prefect import task  # noqa: E402
-from prefect.artifacts import create_markdown_artifact  # noqa: E402
-from prefect.cache_policies import NO_CACHE  # noqa: E402
-from threadpoolctl import threadpool_limits  # noqa: E402
-
-from fdp.schemas import ChargeRequest, CurveBatch  # noqa: E402
-from fdp.schemas.fpca import (  # noqa: E402
+from fdp.schemas import ChargeRequest, CurveBatch
+from fdp.schemas.fpca import (
     FpcaGram,
     FpcaManifest,
     FpcaPlanEnvelope,
     FpcaReleaseConfig,
 )
-from fdp.tasks import _publish  # noqa: E402
-from fdp.tasks.ledger import close_release, mark_noised, provenance  # noqa: E402
-from fdp.tasks.mean import release_grid  # noqa: E402
-from fdpcore.fpca import (  # noqa: E402
+from fdp.tasks import _publish
+from fdp.tasks._plots import curves_png
+from fdp.tasks.ledger import close_release, mark_noised, period_and_budget, provenance
+from fdp.tasks.mean import release_grid
+from fdpcore.fpca import (
     FpcaPlan,
     draw_fpca_components,
     fpca_basis,
@@ -43,8 +38,7 @@ from fdpcore.fpca import (  # noqa: E402
     plan_fpca_release,
     reference_on_grid,
 )
-from fdpcore.ledger import Ledger  # noqa: E402
-from fdpcore.preprocess import to_source_units  # noqa: E402
+from fdpcore.preprocess import to_source_units
 
 PLOT_FILE = "components.png"
 data_task = partial(task, cache_policy=NO_CACHE, persist_result=False)
@@ -114,19 +108,11 @@ def draw_components(ledger_url: str, release_id: str, plan: FpcaPlanEnvelope, gr
 
 
 def _components_png(t_source: Any, curves: Any, time_label: str) -> bytes:
-    fig, ax = plt.subplots(figsize=(6.0, 3.6), dpi=100)
-    for r in range(curves.shape[1]):
-        ax.plot(t_source, curves[:, r], marker="o", markersize=2.5, label=f"component {r + 1}")
-    ax.axhline(0.0, color="0.7", linewidth=0.8)
-    ax.set_xlabel(time_label)
-    ax.set_ylabel("component (unit L2 norm)")
-    ax.set_title("Private principal components (order and signs arbitrary)")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    sink = io.BytesIO()
-    fig.savefig(sink, format="png", metadata={"Software": None})
-    plt.close(fig)
-    return sink.getvalue()
+    return curves_png(
+        t_source, {f"component {r + 1}": curves[:, r] for r in range(curves.shape[1])}, xlabel=time_label,
+        ylabel="component (unit L2 norm)", title="Private principal components (order and signs arbitrary)",
+        zero_line=True,
+    )
 
 
 def public_fpca_release(
@@ -211,14 +197,12 @@ def publish_fpca(
     public = public_fpca_release(release_id, config, plan, frame, n, provenance(config_sha256, public=True))
     close_release(ledger_url, release_id, public)  # first: a crash after this is recovered by a re-run from the ledger
     manifest = _publish.write_release(public, Path(out_dir))
-    budget = Ledger(ledger_url).budgets(config.dataset.id)[0].as_dict()
-    key = _publish._artifact_key(config.dataset.id)
-    create_markdown_artifact(key=f"{key}-fpca-release-note", markdown=fpca_release_note(manifest, budget, public["files"][PLOT_FILE]),
-                             description=f"Release note of {release_id}")
+    period, budget = period_and_budget(ledger_url, release_id)
+    _publish.create_artifacts(manifest, fpca_release_note(manifest, budget, period, public["files"][PLOT_FILE]))
     return manifest
 
 
-def fpca_release_note(manifest: dict[str, Any], budget: dict[str, Any], png_b64: str) -> str:
+def fpca_release_note(manifest: dict[str, Any], budget: dict[str, Any], period: str, png_b64: str) -> str:
     """Markdown for a non-expert, with the plot of the released curves (private values only)."""
     p, s, par = manifest["privacy"], manifest["sampler"], manifest["parameters"]
     return "\n".join([
@@ -233,9 +217,7 @@ def fpca_release_note(manifest: dict[str, Any], budget: dict[str, Any], png_b64:
         f"**Sampler.** {s['method']}; burn-in: {s['burn_in'] if s['burn_in'] is not None else 'none (exact draw)'}. "
         f"{s['caveat']}",
         "",
-        f"**Budget.** This release spent ε = {p['epsilon']:g}. Dataset `{manifest['dataset_id']}`: "
-        f"total ε = {budget['total']['epsilon']:g}, spent ε = {budget['spent']['epsilon']:g}, "
-        f"remaining ε = {budget['remaining']['epsilon']:g}.",
+        _publish.budget_text(manifest, budget, period),
         "",
         f"![released components](data:image/png;base64,{png_b64})",
         "",

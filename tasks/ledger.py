@@ -32,6 +32,7 @@ __all__ = [
     "close_release",
     "ledger_task",
     "mark_noised",
+    "period_and_budget",
     "provenance",
     "republish_release",
 ]
@@ -104,3 +105,12 @@ def republish_release(record: ReleaseRecord, out_dir: str) -> dict[str, Any]:
     if record.public is None:
         raise fdpcore.InternalError(f"release {record.release_id!r} is published but has no stored outputs")
     return _publish.write_release(record.public, Path(out_dir))
+
+
+def period_and_budget(ledger_url: str, release_id: str) -> tuple[str, dict[str, Any]]:
+    """The budget period a release was charged to, and its dataset's budget (``PrivacyBudget`` form)."""
+    ledger = Ledger(ledger_url)
+    record = ledger.get(release_id)
+    if record is None:
+        raise fdpcore.InternalError(f"release {release_id!r} is not in the ledger")
+    return record.period, ledger.budgets(record.dataset_id)[0].as_dict()

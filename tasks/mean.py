@@ -12,10 +12,9 @@ from prefect.cache_policies import NO_CACHE
 import fdpcore
 from fdp.schemas import ChargeRequest, CurveBatch, MeanSummary, NoisePlan, ReleaseConfig
 from fdp.tasks import _publish
-from fdp.tasks.ledger import close_release, mark_noised, provenance
+from fdp.tasks.ledger import close_release, mark_noised, period_and_budget, provenance
 from fdpcore.grids import Grid, make_grid
 from fdpcore.io import read_long_table
-from fdpcore.ledger import Ledger
 from fdpcore.preprocess import align_long, clip_l2, rescale_long
 from fdpcore.release import draw_mean_release, plan_mean_release, select_mean_parameters, summarise_mean
 
@@ -110,8 +109,8 @@ def publish_release(
     public = _publish.public_release(release_id, config, plan.plan, values, provenance(config_sha256, public=True))
     close_release(ledger_url, release_id, public)  # first: a crash after this is recovered by a re-run from the ledger
     manifest = _publish.write_release(public, Path(out_dir))
-    budget = Ledger(ledger_url).budgets(config.dataset.id)[0]
-    _publish.create_artifacts(manifest, budget.as_dict())
+    period, budget = period_and_budget(ledger_url, release_id)
+    _publish.create_artifacts(manifest, _publish.release_note(manifest, budget, period, public["files"][_publish.PLOT_FILE]))
     return manifest
 
 
