@@ -1,0 +1,682 @@
+"""Kernel density curves and surfaces from tables of points (MATH.md §8), and the point-release plan.
+
+Points live in a public box mapped affinely onto ``[0, 1]^d`` (``d`` = 1 or 2, done by the reader
+:mod:`fdpcore.io.points`). The release is a function on a public grid (1-D, or a 2-D tensor grid
+with a separable kernel, MATH.md §1.6), noised on the kept eigenbasis of a public kernel in
+*whitened* coordinates ``z_j = theta_j / sqrt(lambda_j)``:
+
+* **ICLP-QR KDE** (§8.1, pure ``epsilon``-DP): points snapped to their nearest grid node
+  (record-wise), estimator ``theta_j = kappa/n lambda_j^eta sum_i phi_j(x_i)`` with the spectral
+  power kernel, exact grid sensitivity ``kappa/n max_{k,l} sum_j lambda_j^(eta-1/2) |phi_j(t_k) -
+  phi_j(t_l)|`` (a finite maximum), Laplace noise on ``z`` (OpenDP).
+* **Hall et al. GP KDE** (§8.2, ``(epsilon, delta)``-DP): the Gaussian KDE evaluated on the grid
+  (no snapping), RKHS sensitivity with the exact compact-domain factor, Gaussian-process noise
+  ``sigma GP(0, K)`` (OpenDP Gaussian on ``z``).
+
+**Privacy unit.** A table may hold several points per unit. Each unit contributes the *average*
+of its points' contributions (weights ``1/m_u``, :func:`unit_point_weights`); the sensitivities
+are unchanged, because each is the supremum of a convex function of the pair of contributions and
+averages are convex combinations, so the supremum over averages is attained at single points
+(``docs/proofs/preprocess.points.unit_average@1.md``).
+
+:class:`PointSpace`, :class:`PointPlan` and :func:`draw_point_release` are shared with
+:mod:`fdpcore.erm` (RKHS ERM releases a function on the same kind of grid and noise).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from fdpcore import _validate
+from fdpcore._typing import AnyArray, ArrayLike, NDArrayFloat
+from fdpcore.eigen import DEFAULT_RTOL, weighted_eigenbasis
+from fdpcore.errors import DomainError, InternalError, PrivacyParameterError
+from fdpcore.gaussian import GaussianCalibration, calibrate_gaussian, sample_gaussian_whitened
+from fdpcore.grids import Grid
+from fdpcore.mechanisms import (
+    LaplaceCalibration,
+    calibrate_iclp,
+    sample_laplace_whitened,
+    whitened_expected_sq_error,
+)
+from fdpcore.norms import _kept_spectrum, power_trace
+from fdpcore.tensor import separable_kernel, tensor_eigenbasis, tensor_grid
+
+__all__ = [
+    "KDE_KERNELS",
+    "PointPlan",
+    "PointSpace",
+    "draw_point_release",
+    "hall_kde_paper_sensitivity",
+    "hall_kde_sensitivity",
+    "hall_kde_values",
+    "kde_bandwidth",
+    "kde_iclp_coefficients",
+    "kde_iclp_cs_sensitivity",
+    "kde_iclp_paper_sensitivity",
+    "kde_iclp_sensitivity",
+    "kde_normaliser",
+    "plan_kde_release",
+    "point_space",
+    "release_kde",
+    "summarise_kde",
+    "unit_point_weights",
+]
+
+#: Kernel families of the KDE noise kernel ``c_h(x, y) = k((x - y)/h)`` (separable in 2-D).
+KDE_KERNELS = ("gaussian", "exponential")
+
+
+# ---------------------------------------------------------------------------------------------
+# The public space: kept eigenpairs of a kernel on a 1-D grid or a 2-D tensor grid, flattened
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class PointSpace:
+    """Kept eigenpairs of a public kernel on a public grid, flattened over the grid nodes.
+
+    For a 2-D tensor grid the nodes are in row-major order (index ``a K2 + b``) and the kept
+    product eigenfunctions ``phi_i(s_a) phi_j(u_b)`` are the columns (MATH.md §1.6).
+
+    Attributes:
+        axes: the 1-D grid of each coordinate (one or two), all on ``[0, 1]``.
+        kernel: the kernel mapping (a separable mapping in 2-D).
+        eigenvalues: kept ``lambda_j`` (``J``).
+        eigenfunctions: ``Phi`` (``K x J``) at the flattened nodes, W-orthonormal.
+        weights: quadrature weights at the flattened nodes (``K``).
+    """
+
+    axes: tuple[Grid, ...]
+    kernel: dict[str, Any]
+    eigenvalues: NDArrayFloat
+    eigenfunctions: NDArrayFloat
+    weights: NDArrayFloat
+
+    @property
+    def dim(self) -> int:
+        """Number of coordinates ``d``."""
+        return len(self.axes)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Shape of a field on the grid: ``(K,)`` or ``(K1, K2)``."""
+        return tuple(g.size for g in self.axes)
+
+    @property
+    def size(self) -> int:
+        """Number of nodes ``K``."""
+        return int(self.weights.shape[0])
+
+    @property
+    def n_basis(self) -> int:
+        """Number of kept eigenpairs ``J``."""
+        return int(self.eigenvalues.shape[0])
+
+    @property
+    def nodes(self) -> NDArrayFloat:
+        """The ``K x d`` node coordinates (row-major for 2-D)."""
+        mesh = np.meshgrid(*(g.grid_points for g in self.axes), indexing="ij")
+        return np.column_stack([m.ravel() for m in mesh])
+
+    @property
+    def recolour(self) -> NDArrayFloat:
+        """``R = diag(sqrt(lambda)) Phi^T`` (``J x K``): whitened coordinates to grid values."""
+        return np.sqrt(self.eigenvalues)[:, None] * self.eigenfunctions.T
+
+    def coefficients(self, values: ArrayLike) -> NDArrayFloat:
+        """``theta = Phi^T W f`` for grid values ``f`` (``(..., K)`` -> ``(..., J)``)."""
+        return (np.asarray(values, dtype=np.float64) * self.weights) @ self.eigenfunctions
+
+    def snap(self, points: ArrayLike) -> AnyArray:
+        """Index of the nearest grid node of each point (record-wise, privacy-neutral; MATH.md §1.7, §8.1).
+
+        >>> from fdpcore.grids import midpoint_grid
+        >>> point_space({"name": "gaussian", "length_scale": 0.2}, [midpoint_grid(4)]).snap([[0.0], [0.3], [1.0]]).tolist()
+        [0, 1, 3]
+        """
+        x = _unit_points(points, self.dim)
+        flat = np.zeros(x.shape[0], dtype=np.int64)
+        for axis, g in enumerate(self.axes):  # d <= 2 axes, each vectorised over points
+            t = g.grid_points
+            idx = np.searchsorted((t[1:] + t[:-1]) / 2.0, x[:, axis], side="left")
+            flat = flat * g.size + idx
+        return flat
+
+
+def point_space(
+    kernel: Mapping[str, object], axes: Sequence[Grid], *, rtol: float = DEFAULT_RTOL
+) -> PointSpace:
+    """The kept (unnormalised) eigenbasis of ``kernel`` on one grid or on the tensor product of two.
+
+    The kernel is *not* trace-normalised: the KDE noise kernel is ``c_h`` itself (MATH.md §8),
+    and Hall et al.'s GP is ``GP(0, K)`` with the unnormalised Gaussian ``K`` (§8.2). In 2-D a
+    single 1-D mapping means the product kernel (Gaussian: Euclidean; exponential: l1 distance).
+
+    >>> from fdpcore.grids import midpoint_grid
+    >>> s = point_space({"name": "exponential", "rho": 0.3}, [midpoint_grid(6), midpoint_grid(5)])
+    >>> s.shape, s.eigenfunctions.shape[0]
+    ((6, 5), 30)
+    """
+    grids = tuple(axes)
+    if len(grids) not in (1, 2) or not all(isinstance(g, Grid) for g in grids):
+        raise DomainError(f"axes ({len(grids)} grids) must be one or two fdpcore.grids.Grid objects")
+    for g in grids:
+        if g.domain_range != (0.0, 1.0):
+            raise DomainError(f"grid domain ({list(g.domain_range)}) must be [0, 1]: points are mapped onto the unit box")
+    if len(grids) == 1:
+        basis = weighted_eigenbasis(kernel, grids[0], normalize_trace=False, rtol=rtol)
+        spec: dict[str, Any] = dict(basis.kernel.as_dict())
+        lam, phi = basis.eigenvalues, basis.eigenfunctions
+        weights = grids[0].weights
+    else:
+        tb = tensor_eigenbasis(kernel, tensor_grid(grids[0], grids[1]), normalize_trace=False, rtol=rtol)
+        spec = separable_kernel(kernel).as_dict()
+        lam, phi = _kept_spectrum(tb)
+        weights = tb.grid.flat_weights
+    return PointSpace(grids, spec, np.asarray(lam, dtype=np.float64), np.asarray(phi, dtype=np.float64),
+                      np.asarray(weights, dtype=np.float64))
+
+
+def _unit_points(points: ArrayLike, dim: int) -> NDArrayFloat:
+    x = np.asarray(points, dtype=np.float64)
+    if x.ndim == 1 and dim == 1:
+        x = x[:, None]
+    if x.ndim != 2 or x.shape[1] != dim:
+        raise DomainError(f"points (shape {x.shape}) must be an m x {dim} array")
+    if not np.all(np.isfinite(x)):
+        raise DomainError("points must contain only finite values")
+    if np.any(x < 0.0) or np.any(x > 1.0):
+        raise DomainError("points must lie in the unit box [0, 1]^d (map the public domain first)")
+    return x
+
+
+def unit_point_weights(unit_codes: ArrayLike) -> tuple[int, NDArrayFloat]:
+    """Per-unit averaging: ``(n, w)`` with ``n`` units and weight ``w_i = 1 / m_u(i)`` for each point (formula ``preprocess.points.unit_average@1``).
+
+    .. math:: g_u = \\frac1{m_u}\\sum_{i\\in u} g(x_i),\\qquad \\hat f = \\frac1n\\sum_u g_u
+
+    A unit with ``m_u`` points contributes the average of their contributions, so every unit
+    carries total weight 1 and ``n`` (the number of units) is the replace-one ``n``. Codes are any
+    integer labels; units are the distinct codes.
+
+    >>> n, w = unit_point_weights([7, 7, 3, 7])
+    >>> n, w.tolist()
+    (2, [0.3333333333333333, 0.3333333333333333, 1.0, 0.3333333333333333])
+    """
+    codes = np.asarray(unit_codes)
+    if codes.ndim != 1 or codes.shape[0] == 0:
+        raise DomainError(f"unit_codes (shape {codes.shape}) must be a non-empty 1-D array")
+    _, inverse, counts = np.unique(codes, return_inverse=True, return_counts=True)
+    return int(counts.shape[0]), 1.0 / counts[inverse].astype(np.float64)
+
+
+# ---------------------------------------------------------------------------------------------
+# ICLP-QR KDE (MATH.md §8.1)
+# ---------------------------------------------------------------------------------------------
+
+
+def kde_bandwidth(n: int, dim: int) -> float:
+    """Privacy-safe bandwidth ``h = n^(-1/(4+d))`` on the unit-scaled domain (formula ``tuning.kde.bandwidth@1``, MATH.md §5.1, §8).
+
+    .. math:: h = n^{-1/(4+d)}
+
+    Depends only on the public ``n`` (replace-one adjacency) and ``d``; [ICLP-v2] prints the
+    exponent with the wrong sign (MATH.md §14 item 10).
+
+    >>> round(kde_bandwidth(2000, 1), 3), round(kde_bandwidth(2000, 2), 3)
+    (0.219, 0.282)
+    """
+    n = _validate.positive_int("n", n)
+    if dim not in (1, 2):
+        raise DomainError(f"dim ({dim!r}) must be 1 or 2")
+    return float(n ** (-1.0 / (4.0 + dim)))
+
+
+def _eta(eta: float) -> float:
+    e = _validate.positive_finite("eta", eta)
+    if not e > 0.5:
+        raise PrivacyParameterError(f"eta ({eta!r}) must be > 0.5")
+    return e
+
+
+def kde_normaliser(space: PointSpace, eta: float) -> float:
+    """Data-independent constant ``kappa = 1 / max_y sum_k w_k c_{h,eta}(t_k, y)`` (formula ``estimator.kde.normaliser@1``, MATH.md §8.1).
+
+    .. math:: \\kappa = \\Big(\\max_{y\\in\\text{grid}}\\sum_k w_k\\,c_{h,\\eta}(t_k,y)\\Big)^{-1},
+              \\qquad c_{h,\\eta}=\\Phi\\Lambda^\\eta\\Phi^\\top
+
+    Every single-point bump ``kappa c_{h,eta}(., y)`` then has integral at most 1, with equality
+    at the worst node, so the estimate is on the density scale for any kernel and ``eta``.
+
+    >>> from fdpcore.grids import midpoint_grid
+    >>> s = point_space({"name": "gaussian", "length_scale": 0.1}, [midpoint_grid(100)])
+    >>> 0.9 < kde_normaliser(s, 1.0) * 0.1 * math.sqrt(2 * math.pi) < 1.1
+    True
+    """
+    e = _eta(eta)
+    lam, phi = space.eigenvalues, space.eigenfunctions
+    mass = phi @ (lam**e * (space.weights @ phi))
+    top = float(mass.max())
+    if not top > 0:
+        raise DomainError("the power kernel has no positive mass on this grid; choose another bandwidth or eta")
+    return 1.0 / top
+
+
+def kde_iclp_coefficients(
+    node_index: ArrayLike, point_weights: ArrayLike, space: PointSpace, *, eta: float, kappa: float, n: int
+) -> NDArrayFloat:
+    """Eigen-coefficients of the spectral ICLP-QR KDE of snapped points (formula ``estimator.kde.iclp_qr@1``).
+
+    .. math:: \\theta_j(\\hat f)=\\frac{\\kappa}{n}\\lambda_j^{\\eta}\\sum_u\\frac1{m_u}\\sum_{i\\in u}\\phi_j(x_i)
+
+    ``node_index`` are the snapped nodes (:meth:`PointSpace.snap`), ``point_weights`` the
+    per-unit averaging weights (:func:`unit_point_weights`); the sum over points is a weighted
+    histogram on the nodes.
+
+    >>> from fdpcore.grids import midpoint_grid
+    >>> s = point_space({"name": "gaussian", "length_scale": 0.2}, [midpoint_grid(10)])
+    >>> th = kde_iclp_coefficients([2, 2], [1.0, 1.0], s, eta=1.0, kappa=1.0, n=2)
+    >>> bool(np.allclose(s.eigenfunctions @ th, (s.eigenfunctions * s.eigenvalues) @ s.eigenfunctions[2]))
+    True
+    """
+    e = _eta(eta)
+    n = _validate.positive_int("n", n)
+    idx = np.asarray(node_index, dtype=np.int64)
+    w = np.asarray(point_weights, dtype=np.float64)
+    if idx.shape != w.shape or idx.ndim != 1:
+        raise DomainError("node_index and point_weights must be 1-D arrays of the same length")
+    if np.any(idx < 0) or np.any(idx >= space.size):
+        raise DomainError(f"node_index must lie in [0, {space.size})")
+    hist = np.bincount(idx, weights=w, minlength=space.size)
+    return np.asarray(kappa / n * space.eigenvalues**e * (hist @ space.eigenfunctions), dtype=np.float64)
+
+
+def kde_iclp_sensitivity(space: PointSpace, *, eta: float, kappa: float, n: int) -> tuple[float, tuple[int, int]]:
+    """Exact ``1,C`` sensitivity of the snapped ICLP-QR KDE and a worst pair of nodes (formula ``sensitivity.kde.iclp_qr.exact_grid@1``).
+
+    .. math:: \\Delta_{\\rm KDE}=\\frac{\\kappa}{n}\\max_{k,l}\\sum_{j\\in\\mathcal J}
+              \\lambda_j^{\\eta-1/2}\\,|\\phi_j(t_k)-\\phi_j(t_l)|
+
+    A replaced unit moves ``theta_j`` by ``kappa/n lambda_j^eta (phi_j(x) - phi_j(x'))`` and the
+    ``1,C`` norm divides by ``sqrt(lambda_j)``; snapped points range over the nodes, so the
+    supremum is this finite maximum, attained by a unit at ``t_k`` replaced by one at ``t_l``.
+    Cost ``O(K^2 J)``, in blocks of rows.
+
+    >>> from fdpcore.grids import grid_from_nodes
+    >>> s = point_space({"name": "gaussian", "length_scale": 0.05}, [grid_from_nodes(np.linspace(0, 1, 201))])
+    >>> round(kde_iclp_sensitivity(s, eta=1.25, kappa=1.0, n=1)[0], 2)  # MATH.md §8.1: 2.60 (units kappa/n)
+    2.6
+    """
+    e = _eta(eta)
+    n = _validate.positive_int("n", n)
+    k = _validate.positive_finite("kappa", kappa)
+    a = space.eigenvalues ** (e - 0.5)
+    phi = space.eigenfunctions
+    size, n_basis = phi.shape
+    block = max(1, int(4_000_000 // max(1, size * n_basis)))
+    best, pair = -1.0, (0, 0)
+    for start in range(0, size, block):  # public computation on the grid, blocked for memory
+        rows = phi[start:start + block]
+        dist = np.abs(rows[:, None, :] - phi[None, :, :]) @ a
+        flat = int(np.argmax(dist))
+        if dist.flat[flat] > best:
+            best = float(dist.flat[flat])
+            pair = (start + flat // size, flat % size)
+    return k / n * best, pair
+
+
+def kde_iclp_cs_sensitivity(space: PointSpace, *, eta: float, kappa: float, n: int) -> float:
+    """Cauchy-Schwarz upper bound on the ICLP-QR KDE sensitivity (formula ``sensitivity.kde.iclp_qr.cs_upper@1``, MATH.md §8.1).
+
+    .. math:: \\Delta_{\\rm KDE}\\le\\frac{2\\kappa}{n}\\sqrt{\\mathrm{tr}(C_h^{\\eta-1})}\\sqrt{\\max_k c_{h,\\eta}(t_k,t_k)}
+
+    >>> from fdpcore.grids import grid_from_nodes
+    >>> s = point_space({"name": "gaussian", "length_scale": 0.05}, [grid_from_nodes(np.linspace(0, 1, 201))])
+    >>> round(kde_iclp_cs_sensitivity(s, eta=1.25, kappa=1.0, n=1), 2)  # MATH.md §8.1: 4.60
+    4.6
+    """
+    e = _eta(eta)
+    n = _validate.positive_int("n", n)
+    diag = (space.eigenfunctions**2) @ space.eigenvalues**e
+    return float(2.0 * kappa / n * math.sqrt(float(np.sum(space.eigenvalues ** (e - 1.0)))) * math.sqrt(float(diag.max())))
+
+
+def kde_iclp_paper_sensitivity(space: PointSpace, *, eta: float, kappa: float, n: int) -> float:
+    """[ICLP-v2] Thm 8's printed bound, ``2 kappa M_K sqrt(tr C^(eta-1)) / n`` (formula ``sensitivity.kde.iclp_qr.paper@1``).
+
+    .. math:: \\Delta^{\\rm paper}=\\frac{2\\kappa M_K}{n}\\sqrt{\\mathrm{tr}(C_h^{\\eta-1})},\\qquad M_K=\\max_{k,l}|c_{h,\\eta}(t_k,t_l)|
+
+    Recorded for comparison only: its last step bounds ``sqrt(2(K(0) - K(.)))`` by ``2 M_K``
+    instead of ``2 sqrt(M_K)``, so it is **not** a valid bound when ``M_K < 1`` (MATH.md §14 item 10).
+    ``kappa`` replaces the paper's ``1/sqrt(det H)``.
+
+    >>> from fdpcore.grids import midpoint_grid
+    >>> s = point_space({"name": "gaussian", "length_scale": 0.2}, [midpoint_grid(50)])
+    >>> kde_iclp_paper_sensitivity(s, eta=1.25, kappa=1.0, n=10) > 0
+    True
+    """
+    e = _eta(eta)
+    n = _validate.positive_int("n", n)
+    diag = (space.eigenfunctions**2) @ space.eigenvalues**e  # |c(s,t)| <= sqrt(c(s,s) c(t,t)): the max is on the diagonal
+    return float(2.0 * kappa * float(diag.max()) / n * math.sqrt(float(np.sum(space.eigenvalues ** (e - 1.0)))))
+
+
+# ---------------------------------------------------------------------------------------------
+# Hall, Rinaldo & Wasserman GP KDE (MATH.md §8.2)
+# ---------------------------------------------------------------------------------------------
+
+
+def hall_kde_values(
+    points: ArrayLike, point_weights: ArrayLike, space: PointSpace, *, bandwidth: float, n: int
+) -> NDArrayFloat:
+    """The Gaussian KDE on the grid nodes, units averaged (formula ``estimator.kde.hall_gaussian@1``, MATH.md §8.2).
+
+    .. math:: f_D(x)=\\frac{1}{n(2\\pi h^2)^{d/2}}\\sum_u\\frac1{m_u}\\sum_{i\\in u}e^{-\\|x-x_i\\|^2/(2h^2)}
+
+    No snapping. The product form of the Gaussian evaluates a 2-D surface as ``G1^T diag(w) G2``.
+
+    >>> from fdpcore.grids import midpoint_grid
+    >>> s = point_space({"name": "gaussian", "length_scale": 0.1}, [midpoint_grid(200)])
+    >>> f = hall_kde_values([[0.5]], [1.0], s, bandwidth=0.1, n=1)
+    >>> round(float(f @ s.weights), 4)  # integrates to 1 away from the edges
+    1.0
+    """
+    h = _validate.positive_finite("bandwidth", bandwidth, privacy=False)
+    n = _validate.positive_int("n", n)
+    x = _unit_points(points, space.dim)
+    w = np.asarray(point_weights, dtype=np.float64)
+    if w.shape != (x.shape[0],):
+        raise DomainError("point_weights must have one entry per point")
+    bumps = [np.exp(-((g.grid_points[:, None] - x[None, :, axis]) ** 2) / (2.0 * h * h))
+             for axis, g in enumerate(space.axes)]
+    const = 1.0 / (n * (2.0 * math.pi * h * h) ** (space.dim / 2.0))
+    if space.dim == 1:
+        return np.asarray(const * (bumps[0] @ w), dtype=np.float64)
+    return np.asarray(const * ((bumps[0] * w) @ bumps[1].T).ravel(), dtype=np.float64)
+
+
+def hall_kde_sensitivity(n: int, *, bandwidth: float, dim: int, diameter: float) -> float:
+    """Exact RKHS sensitivity of the Gaussian KDE on a compact domain (formula ``sensitivity.kde.hall.compact_exact@1``, MATH.md §8.2).
+
+    .. math:: \\Delta=\\frac{\\sqrt{2(1-e^{-D^2/(2h^2)})}}{n(2\\pi h^2)^{d/2}}
+
+    ``D`` is the domain's diameter (``1`` for ``[0, 1]``, ``sqrt 2`` for ``[0, 1]^2``); attained by
+    two points at distance ``D``.
+
+    >>> round(hall_kde_sensitivity(1, bandwidth=1.0, dim=1, diameter=1.0) * math.sqrt(2 * math.pi), 6)
+    0.887096
+    """
+    n = _validate.positive_int("n", n)
+    h = _validate.positive_finite("bandwidth", bandwidth, privacy=False)
+    dd = _validate.positive_finite("diameter", diameter, privacy=False)
+    return float(math.sqrt(-2.0 * math.expm1(-dd * dd / (2.0 * h * h))) / (n * (2.0 * math.pi * h * h) ** (dim / 2.0)))
+
+
+def hall_kde_paper_sensitivity(n: int, *, bandwidth: float, dim: int) -> float:
+    """[HRW] §4.1's bound ``sqrt 2 / (n (2 pi h^2)^(d/2))`` (formula ``sensitivity.kde.hall.paper@1``).
+
+    .. math:: \\Delta^{\\rm paper}=\\frac{\\sqrt2}{n(2\\pi h^2)^{d/2}}
+
+    >>> round(hall_kde_paper_sensitivity(1, bandwidth=1.0, dim=1) * math.sqrt(2 * math.pi), 6)
+    1.414214
+    """
+    n = _validate.positive_int("n", n)
+    h = _validate.positive_finite("bandwidth", bandwidth, privacy=False)
+    return float(math.sqrt(2.0) / (n * (2.0 * math.pi * h * h) ** (dim / 2.0)))
+
+
+# ---------------------------------------------------------------------------------------------
+# The point-release plan (shared with fdpcore.erm): whitened coordinates, noise, recolouring
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class PointPlan:
+    """Everything that sets the noise of a KDE or ERM release; all of it is public.
+
+    Attributes:
+        summary: ``"kde"`` or ``"erm"``.
+        mechanism: ``"iclp_qr"``/``"hall_gp"`` (KDE) or ``"iclp"``/``"gp"`` (ERM).
+        space: the kept eigenbasis on the grid.
+        n: number of privacy units (public under replace-one adjacency).
+        epsilon, delta: the guarantee of one draw.
+        sensitivity: the sensitivity that sets the noise (l1 of ``z`` for Laplace, l2 for Gaussian).
+        sensitivity_formula: its formula id.
+        paper_sensitivity, paper_formula: the source's bound for the same setting.
+        norm: the norm of the sensitivity.
+        calibration: Laplace or Gaussian calibration of the whitened noise.
+        parameters: public parameters for the manifest (bandwidth, eta, kappa, psi, ...).
+        formulas: every formula id the release relies on.
+    """
+
+    summary: str
+    mechanism: str
+    space: PointSpace
+    n: int
+    epsilon: float
+    delta: float
+    sensitivity: float
+    sensitivity_formula: str
+    paper_sensitivity: float
+    paper_formula: str
+    norm: str
+    calibration: LaplaceCalibration | GaussianCalibration
+    parameters: dict[str, Any] = field(default_factory=dict)
+    formulas: tuple[str, ...] = ()
+
+    @property
+    def noise(self) -> str:
+        """``"gaussian"`` or ``"laplace"``."""
+        return "gaussian" if isinstance(self.calibration, GaussianCalibration) else "laplace"
+
+    @property
+    def rho(self) -> float | None:
+        """zCDP ``rho`` of a Gaussian plan, else ``None``."""
+        return self.calibration.rho if isinstance(self.calibration, GaussianCalibration) else None
+
+    @property
+    def variance(self) -> float:
+        """Variance of each whitened noise coordinate (``2 b^2`` Laplace, ``sigma^2`` Gaussian)."""
+        s = self.calibration.scale
+        return s * s if self.noise == "gaussian" else 2.0 * s * s
+
+    @property
+    def expected_sq_l2_error(self) -> float:
+        """``E||noise||_W^2`` of one draw on the unit-scaled grid (formula ``noise.whitened.expected_sq_l2@1``)."""
+        return whitened_expected_sq_error(self.space.recolour, self.space.weights, self.variance)
+
+    @property
+    def budget_splits(self) -> list[dict[str, float | str]]:
+        """The single named part of the cost (it sums exactly to ``(epsilon, delta)``)."""
+        return [{"name": self.summary, "epsilon": self.epsilon, "delta": self.delta}]
+
+
+def _calibrate(sensitivity: float, epsilon: float, delta: float, n_basis: int, *, gaussian: bool,
+               calibration: str, secure: bool) -> LaplaceCalibration | GaussianCalibration:
+    if gaussian:
+        return calibrate_gaussian(sensitivity, epsilon, delta, n_basis=n_basis, calibration=calibration, secure=secure)
+    if delta != 0.0:
+        raise PrivacyParameterError(f"delta ({delta!r}) must be 0 for a pure-DP (Laplace) mechanism")
+    return calibrate_iclp(sensitivity, epsilon, n_basis=n_basis, secure=secure)
+
+
+def draw_point_release(
+    plan: PointPlan, z: ArrayLike, *, draws: int = 1, rng: np.random.Generator | None = None
+) -> NDArrayFloat:
+    """Add the calibrated whitened noise (OpenDP when secure) and recolour to the grid: ``draws x K``.
+
+    Each draw is a separate release costing the plan's ``(epsilon, delta)``.
+
+    >>> from fdpcore.grids import midpoint_grid
+    >>> p = plan_kde_release(midpoint_grid(20), n=10, epsilon=1.0, eta=1.25, secure=False)
+    >>> draw_point_release(p, np.zeros(p.space.n_basis), draws=2, rng=np.random.default_rng(0)).shape
+    (2, 20)
+    """
+    zz = np.asarray(z, dtype=np.float64)
+    if zz.shape != (plan.space.n_basis,):
+        raise DomainError(f"z (shape {zz.shape}) must have one entry per kept eigenpair ({plan.space.n_basis})")
+    cal = plan.calibration
+    if isinstance(cal, GaussianCalibration):
+        noisy = sample_gaussian_whitened(zz, cal, draws=draws, rng=rng)
+    else:
+        noisy = sample_laplace_whitened(zz, cal, draws=draws, rng=rng)
+    return np.asarray(noisy @ plan.space.recolour, dtype=np.float64)
+
+
+# ---------------------------------------------------------------------------------------------
+# KDE plan, summary and facade
+# ---------------------------------------------------------------------------------------------
+
+
+def plan_kde_release(
+    axes: Grid | Sequence[Grid],
+    *,
+    n: int,
+    epsilon: float,
+    mechanism: str = "iclp_qr",
+    kernel: str = "gaussian",
+    bandwidth: float | None = None,
+    eta: float | None = None,
+    delta: float = 0.0,
+    calibration: str = "analytic",
+    secure: bool = True,
+) -> PointPlan:
+    """Fix the noise of a KDE release from public inputs only (MATH.md §8).
+
+    Args:
+        axes: the grid on ``[0, 1]`` (1-D) or the two axis grids of a tensor grid (2-D).
+        n: number of privacy units (public).
+        epsilon, delta: the guarantee (``delta = 0`` for ``iclp_qr``, ``> 0`` for ``hall_gp``).
+        mechanism: ``"iclp_qr"`` (§8.1) or ``"hall_gp"`` (§8.2, Gaussian kernel only).
+        kernel: ``"gaussian"`` or ``"exponential"`` (length scale = bandwidth; separable in 2-D).
+        bandwidth: ``h`` on the unit-scaled domain; ``None`` uses :func:`kde_bandwidth`.
+        eta: the power of ICLP-QR (required for ``iclp_qr``, unused for ``hall_gp``).
+        calibration: ``"analytic"`` or ``"classical"`` Gaussian calibration (``hall_gp``).
+        secure: OpenDP samplers (``False``: NumPy, simulations only).
+
+    Privacy assumptions: the domain, grid, kernel, bandwidth (or the rule), ``eta`` and ``n`` are
+    public and fixed before seeing the data; one unit's points are averaged (:func:`unit_point_weights`).
+
+    >>> from fdpcore.grids import midpoint_grid
+    >>> p = plan_kde_release(midpoint_grid(50), n=400, epsilon=1.0, eta=1.25, secure=False)
+    >>> p.sensitivity_formula, round(p.parameters["bandwidth"], 4)
+    ('sensitivity.kde.iclp_qr.exact_grid@1', 0.3017)
+    """
+    grids = (axes,) if isinstance(axes, Grid) else tuple(axes)
+    dim = len(grids)
+    n = _validate.positive_int("n", n)
+    eps = _validate.positive_finite("epsilon", epsilon)
+    dl = _validate.delta_value(delta)
+    if kernel not in KDE_KERNELS:
+        raise DomainError(f"kernel ({kernel!r}) must be one of {list(KDE_KERNELS)}")
+    rule = bandwidth is None
+    h = kde_bandwidth(n, dim) if bandwidth is None else _validate.positive_finite("bandwidth", bandwidth, privacy=False)
+    spec: dict[str, object] = {"name": "gaussian", "length_scale": h} if kernel == "gaussian" else {"name": "exponential", "rho": h}
+    space = point_space(spec, grids)
+    grid_ids = ["grid.midpoint@1" if g.rule == "midpoint" else "grid.trapezoid@1" for g in grids]
+    common = {*grid_ids, "eigen.weighted_kl@1", "preprocess.points.unit_average@1", "noise.whitened.expected_sq_l2@1",
+              *(("eigen.tensor_kron@1",) if dim == 2 else ()), *(("tuning.kde.bandwidth@1",) if rule else ())}
+    params: dict[str, Any] = {"bandwidth": h, "bandwidth_rule": "tuning.kde.bandwidth@1" if rule else "fixed",
+                              "kernel": space.kernel, "dim": dim}
+    if mechanism == "iclp_qr":
+        if eta is None:
+            raise PrivacyParameterError("eta (None) must be given for mechanism 'iclp_qr'")
+        e = _eta(eta)
+        kappa = kde_normaliser(space, e)
+        sens, pair = kde_iclp_sensitivity(space, eta=e, kappa=kappa, n=n)
+        paper = kde_iclp_paper_sensitivity(space, eta=e, kappa=kappa, n=n)
+        cal = _calibrate(sens, eps, dl, space.n_basis, gaussian=False, calibration=calibration, secure=secure)
+        params.update(eta=e, kappa=kappa, snapping="each point to its nearest grid node (record-wise)",
+                      cs_upper_bound=kde_iclp_cs_sensitivity(space, eta=e, kappa=kappa, n=n))
+        ids = {"estimator.kde.iclp_qr@1", "estimator.kde.normaliser@1", "sensitivity.kde.iclp_qr.exact_grid@1",
+               "sensitivity.kde.iclp_qr.paper@1", "sensitivity.kde.iclp_qr.cs_upper@1", "calibration.iclp.laplace_whitened@1",
+               "kernel.power_spectral@1"}
+        return PointPlan("kde", "iclp_qr", space, n, eps, dl, sens, "sensitivity.kde.iclp_qr.exact_grid@1", paper,
+                         "sensitivity.kde.iclp_qr.paper@1", "1,C", cal, params, tuple(sorted(common | ids)))
+    if mechanism == "hall_gp":
+        if kernel != "gaussian":
+            raise DomainError(f"kernel ({kernel!r}) must be 'gaussian' for mechanism 'hall_gp' (MATH.md §8.2)")
+        if eta is not None:
+            raise DomainError("eta is a parameter of mechanism 'iclp_qr' only")
+        if dl == 0.0:
+            raise PrivacyParameterError("delta (0.0) must be > 0 for mechanism 'hall_gp' (Gaussian noise)")
+        diameter = math.sqrt(dim)
+        sens = hall_kde_sensitivity(n, bandwidth=h, dim=dim, diameter=diameter)
+        paper = hall_kde_paper_sensitivity(n, bandwidth=h, dim=dim)
+        cal = _calibrate(sens, eps, dl, space.n_basis, gaussian=True, calibration=calibration, secure=secure)
+        params.update(domain_diameter=diameter, calibration=calibration, rho=cal.rho if isinstance(cal, GaussianCalibration) else None)
+        ids = {"estimator.kde.hall_gaussian@1", "sensitivity.kde.hall.compact_exact@1", "sensitivity.kde.hall.paper@1",
+               f"calibration.gaussian.{calibration}@1"}
+        return PointPlan("kde", "hall_gp", space, n, eps, dl, sens, "sensitivity.kde.hall.compact_exact@1", paper,
+                         "sensitivity.kde.hall.paper@1", "RKHS (Cameron-Martin of K)", cal, params, tuple(sorted(common | ids)))
+    raise DomainError(f"mechanism ({mechanism!r}) must be 'iclp_qr' or 'hall_gp'")
+
+
+def summarise_kde(points: ArrayLike, unit_codes: ArrayLike, plan: PointPlan) -> NDArrayFloat:
+    """Pre-noise whitened coordinates ``z_j = theta_j / sqrt(lambda_j)`` of the plan's KDE (never publish them).
+
+    ``points`` are in the unit box (``m x d``); ``unit_codes`` give each point's privacy unit.
+    For ``hall_gp`` the grid values are projected onto the kept span (MATH.md §1.4; this cannot
+    increase the Cameron-Martin norm of a difference).
+
+    >>> from fdpcore.grids import midpoint_grid
+    >>> p = plan_kde_release(midpoint_grid(20), n=2, epsilon=1.0, eta=1.25, secure=False)
+    >>> summarise_kde([[0.2], [0.8], [0.5]], [0, 1, 1], p).shape == (p.space.n_basis,)
+    True
+    """
+    space = plan.space
+    n, w = unit_point_weights(unit_codes)
+    x = _unit_points(points, space.dim)
+    if x.shape[0] != w.shape[0]:
+        raise DomainError("points and unit_codes must have the same length")
+    if n != plan.n:
+        raise DomainError(f"the table has {n} privacy units but the plan is for n = {plan.n}")
+    if plan.mechanism == "iclp_qr":
+        theta = kde_iclp_coefficients(space.snap(x), w, space, eta=plan.parameters["eta"],
+                                      kappa=plan.parameters["kappa"], n=n)
+    elif plan.mechanism == "hall_gp":
+        theta = space.coefficients(hall_kde_values(x, w, space, bandwidth=plan.parameters["bandwidth"], n=n))
+    else:  # pragma: no cover - plans are built by plan_kde_release
+        raise InternalError(f"not a KDE plan: {plan.mechanism!r}")
+    return np.asarray(theta / np.sqrt(space.eigenvalues), dtype=np.float64)
+
+
+def release_kde(
+    points: ArrayLike,
+    unit_codes: ArrayLike | None = None,
+    *,
+    axes: Grid | Sequence[Grid],
+    epsilon: float,
+    mechanism: str = "iclp_qr",
+    kernel: str = "gaussian",
+    bandwidth: float | None = None,
+    eta: float | None = None,
+    delta: float = 0.0,
+    draws: int = 1,
+    secure: bool = True,
+    rng: np.random.Generator | None = None,
+) -> tuple[NDArrayFloat, PointPlan]:
+    """Release private density curves/surfaces of points in ``[0, 1]^d`` (the Python facade).
+
+    Returns ``(values, plan)``: ``values`` is ``draws x K`` on the flattened grid. ``unit_codes``
+    defaults to one unit per point.
+
+    >>> from fdpcore.grids import midpoint_grid
+    >>> rng = np.random.default_rng(0)
+    >>> v, p = release_kde(rng.uniform(size=(500, 1)), axes=midpoint_grid(40), epsilon=1.0, eta=1.25,
+    ...                    secure=False, rng=rng)
+    >>> v.shape, p.n
+    ((1, 40), 500)
+    """
+    x = np.asarray(points, dtype=np.float64)
+    codes = np.arange(x.shape[0]) if unit_codes is None else unit_codes
+    n, _ = unit_point_weights(codes)
+    plan = plan_kde_release(axes, n=n, epsilon=epsilon, mechanism=mechanism, kernel=kernel, bandwidth=bandwidth,
+                            eta=eta, delta=delta, secure=secure)
+    return draw_point_release(plan, summarise_kde(x, codes, plan), draws=draws, rng=rng), plan
