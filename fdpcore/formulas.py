@@ -94,6 +94,10 @@ _ENTRIES = [
     Formula("release.hrw.batch@1", "fdpcore.hrw.release_hrw_batch", "§11", "EXACT"),
     Formula("release.hrw.online_conditional@1", "fdpcore.hrw.gaussian_conditional", "§11", "EXACT"),
     Formula("release.hrw.online_ou_bridge@1", "fdpcore.hrw.ou_bridge_conditional", "§11", "EXACT"),
+    Formula("estimator.cov.iclp_qr@1", "fdpcore.covariance.iclp_qr_covariance_coefficients", "§6", "DEFINITION"),
+    Formula("sensitivity.cov.public_center@1", "fdpcore.covariance.covariance_public_sensitivity", "§6 (a)", "UPPER"),
+    Formula("sensitivity.cov.sample_mean_center@1", "fdpcore.covariance.covariance_sample_mean_sensitivity", "§6 (b)", "UPPER"),
+    Formula("postprocess.cov.psd_projection@1", "fdpcore.covariance.psd_projection", "§6", "DEFINITION"),
 ]
 
 #: All registered formulas by id.

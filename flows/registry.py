@@ -12,9 +12,14 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from fdp.flows.covariance_release import covariance_release
+from fdp.flows.erm_release import erm_release
 from fdp.flows.fpca_release import fpca_release
+from fdp.flows.kde_release import kde_release
 from fdp.flows.mean_release import mean_release
-from fdp.schemas import FpcaReleaseConfig, ReleaseConfig
+from fdp.schemas import CovarianceReleaseConfig, FpcaReleaseConfig, ReleaseConfig
+from fdp.schemas.erm import ErmReleaseConfig
+from fdp.schemas.kde import KdeReleaseConfig
 
 __all__ = ["SUMMARIES", "Summary"]
 
@@ -35,4 +40,7 @@ class Summary:
 SUMMARIES: dict[str, Summary] = {
     "mean": Summary(ReleaseConfig, mean_release),
     "fpca": Summary(FpcaReleaseConfig, fpca_release),
+    "covariance": Summary(CovarianceReleaseConfig, covariance_release),
+    "kde": Summary(KdeReleaseConfig, kde_release),
+    "erm": Summary(ErmReleaseConfig, erm_release),
 }

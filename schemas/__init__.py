@@ -18,6 +18,7 @@ from fdp.schemas.config import (
 )
 from fdp.schemas.ledger import BudgetAmount, ChargeRequest, LedgerEntry, LedgerProvenance, PeriodBudget, PrivacyBudget
 from fdp.schemas.fpca import FpcaManifest, FpcaReleaseConfig
+from fdp.schemas.covariance import CovarianceManifest, CovarianceReleaseConfig
 from fdp.schemas.internal import CurveBatch, MeanSummary, NoisePlan
 from fdp.schemas.records import (
     BudgetSplit,
@@ -29,6 +30,9 @@ from fdp.schemas.records import (
     SensitivityRecord,
 )
 
+from fdp.schemas.erm import ErmReleaseConfig
+from fdp.schemas.kde import KdeReleaseConfig, PointManifest
+
 __all__ = [
     "SCHEMA_VERSION",
     "BudgetAmount",
@@ -36,11 +40,15 @@ __all__ = [
     "BudgetSpec",
     "ChargeRequest",
     "ClippingSpec",
+    "CovarianceManifest",
+    "CovarianceReleaseConfig",
     "CurveBatch",
     "DatasetSpec",
+    "ErmReleaseConfig",
     "FpcaManifest",
     "FpcaReleaseConfig",
     "GridSpec",
+    "KdeReleaseConfig",
     "LedgerEntry",
     "LedgerProvenance",
     "MeanSummary",
@@ -48,6 +56,7 @@ __all__ = [
     "NoiseRecord",
     "OutputFile",
     "PeriodBudget",
+    "PointManifest",
     "PrivacyBudget",
     "PrivacyRecord",
     "PrivacySpec",

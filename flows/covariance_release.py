@@ -1,0 +1,52 @@
+"""The ``covariance_release`` Prefect flow: ingest -> align -> centre -> clip -> plan -> summarise -> charge -> noise -> publish."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import flow
+
+from fdp.flows._steps import already_published, announce, cancel_unless_noised, charge
+from fdp.schemas.covariance import CovarianceReleaseConfig
+from fdp.tasks import clip_curves, load_curves
+from fdp.tasks.covariance import (
+    center_curves,
+    covariance_center,
+    covariance_charge_request,
+    draw_covariance,
+    plan_covariance,
+    publish_covariance,
+    summarise_covariance_curves,
+)
+
+
+@flow(name="covariance-release", flow_run_name="covariance-release-{release_id}", persist_result=False, retries=0)
+def covariance_release(
+    config: CovarianceReleaseConfig,
+    config_sha256: str,
+    config_dir: str,
+    out_dir: str,
+    ledger_url: str,
+    release_id: str,
+    period: str | None = None,
+) -> dict[str, Any]:
+    """Publish one differentially private covariance surface and its leading eigenfunctions; returns the manifest.
+
+    Same contract as ``mean_release``: the centre (public, or a published private mean found in the
+    ledger) and everything that sets the noise are fixed from public inputs, the full epsilon is
+    charged atomically, the charge is made final right before the single draw, and a re-run of a
+    published ``release_id`` rewrites its files from the ledger and charges nothing.
+    """
+    if (done := already_published(ledger_url, release_id, config_sha256, out_dir)) is not None:
+        return done
+    center, link = covariance_center(config, ledger_url)
+    batch = clip_curves(center_curves(load_curves(config, config_dir), center), config)
+    plan = plan_covariance(config, batch.n_samples, center, link)
+    summary = summarise_covariance_curves(batch, plan)
+    request = covariance_charge_request(config, config_sha256, plan, batch.counts).model_copy(update={"period": period})
+    if (done := charge(ledger_url, release_id, request, out_dir)) is not None:
+        return done
+    with cancel_unless_noised(ledger_url, release_id):
+        coefficients = draw_covariance(ledger_url, release_id, plan, summary)
+    manifest = publish_covariance(ledger_url, release_id, config, config_sha256, plan, coefficients, out_dir)
+    return announce(manifest, "covariance-release", out_dir)

@@ -1,0 +1,260 @@
+"""Tasks of the covariance-surface release (MATH.md §6): centre, plan, summarise, draw, publish.
+
+Ingest and clipping reuse :func:`fdp.tasks.load_curves` and :func:`fdp.tasks.clip_curves` (one
+averaged record per privacy unit); the ledger steps are those of :mod:`fdp.tasks.ledger`.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+from prefect import task
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.cache_policies import NO_CACHE
+
+from fdp.schemas import ChargeRequest, CurveBatch
+from fdp.schemas.covariance import (
+    CONTRIBUTION_RULE,
+    CovarianceManifest,
+    CovariancePlanEnvelope,
+    CovarianceReleaseConfig,
+    CovarianceSummary,
+)
+from fdp.tasks import _publish
+from fdp.tasks.ledger import close_release, mark_noised, provenance
+from fdp.tasks.mean import release_grid
+from fdpcore.accounting import compose_pure
+from fdpcore.covariance import (
+    covariance_surface,
+    covariance_weights,
+    draw_covariance_release,
+    leading_eigenfunctions,
+    plan_covariance_release,
+    psd_projection,
+    summarise_covariance,
+)
+from fdpcore.errors import ConfigError
+from fdpcore.fpca import reference_on_grid
+from fdpcore.ledger import Ledger
+from fdpcore.preprocess import to_source_units
+
+data_task = partial(task, cache_policy=NO_CACHE, persist_result=False)
+EIGEN_FILE = "eigenfunctions.parquet"
+
+
+@data_task(name="covariance-center")
+def covariance_center(config: CovarianceReleaseConfig, ledger_url: str) -> tuple[Any, dict[str, Any] | None]:
+    """The public centre on the grid (rescaled units) and, for a private-mean centre, its ledger link.
+
+    A private mean is read from the ledger's stored public outputs of a *published* mean release of
+    the same dataset on the same grid; it is a DP output, so using it is post-processing, and its
+    epsilon composes with this release's (MATH.md §6 (a), §12.1).
+    """
+    c, ds, grid = config.centering, config.dataset, release_grid(config)  # type: ignore[arg-type]
+    if c.kind == "sample_mean":
+        return None, None
+    if c.kind == "public":
+        if c.reference is None:
+            return np.zeros(grid.size), None
+        return reference_on_grid(c.reference.time, c.reference.value, grid, time_domain=ds.time_domain,
+                                 value_offset=ds.value_offset, value_scale=ds.value_scale), None
+    record = Ledger(ledger_url).get(str(c.release_id))
+    where = f"centering.release_id ({c.release_id!r})"
+    if record is None or record.state != "published" or record.public is None:
+        raise ConfigError(f"{where} must name a published release in this ledger; publish the private mean first")
+    if record.summary != "mean" or record.dataset_id != ds.id:
+        raise ConfigError(f"{where} must be a mean release of dataset {ds.id!r}, not a {record.summary} release of {record.dataset_id!r}")
+    table = pq.read_table(io.BytesIO(base64.b64decode(record.public["files"][_publish.RELEASE_FILE])))
+    t = table.column("t").to_numpy()
+    if t.shape != grid.grid_points.shape or not np.allclose(t, grid.grid_points, rtol=0, atol=1e-12):
+        raise ConfigError(f"{where} was released on a different grid; use the same grid as that release")
+    center = (table.column("value").to_numpy() - ds.value_offset) / ds.value_scale
+    eps, delta = compose_pure([(record.epsilon, record.delta), (config.privacy.epsilon, config.privacy.delta)])
+    link = {"centering_release_id": record.release_id, "centering_summary": "mean",
+            "centering_mechanism": record.mechanism, "centering_epsilon": record.epsilon,
+            "centering_delta": record.delta, "this_release_epsilon": config.privacy.epsilon,
+            "combined_epsilon": float(eps), "combined_delta": float(delta),
+            "rule": "accounting.pure.sequential@1: the covariance uses the released mean (post-processing of a DP "
+                    "output) and the same records, so the two releases together are (sum of epsilons)-DP"}
+    return center, link
+
+
+@data_task(name="center-curves")
+def center_curves(batch: CurveBatch, center: Any) -> CurveBatch:
+    """Subtract the data-independent centre from every record (record-wise, before clipping)."""
+    if center is None:
+        return batch
+    return CurveBatch(data_matrix=batch.data_matrix - center[None, :], n_samples=batch.n_samples, counts=batch.counts)
+
+
+@data_task(name="plan-covariance")
+def plan_covariance(config: CovarianceReleaseConfig, n: int, center: Any, link: dict[str, Any] | None) -> CovariancePlanEnvelope:
+    """Fix ``(eta, psi)``, the sensitivity and the OpenDP calibration from public inputs only."""
+    t = config.tuning
+    plan = plan_covariance_release(
+        release_grid(config), config.kernel, n=n, tau=config.clipping.tau, epsilon=config.privacy.epsilon,  # type: ignore[arg-type]
+        centering="sample_mean" if config.centering.kind == "sample_mean" else "public",
+        eta=t.eta, psi=t.psi, tuning=t.rule, secure=True,
+    )
+    return CovariancePlanEnvelope(plan=plan, center=center, link=link)
+
+
+@data_task(name="summarise-covariance")
+def summarise_covariance_curves(batch: CurveBatch, plan: CovariancePlanEnvelope) -> CovarianceSummary:
+    """Pre-noise whitened upper-triangle coordinates (kept in memory only)."""
+    return CovarianceSummary(coefficients=summarise_covariance(batch.data_matrix, plan.plan))
+
+
+def covariance_charge_request(
+    config: CovarianceReleaseConfig, config_sha256: str, plan: CovariancePlanEnvelope, counts: dict[str, int]
+) -> ChargeRequest:
+    """What the ledger is asked to charge: the whole epsilon, one part (the surface)."""
+    p = plan.plan
+    internal: dict[str, Any] = {"counts": counts}
+    if plan.link is not None:
+        internal["centering_release_id"] = plan.link["centering_release_id"]
+    return ChargeRequest(
+        dataset_id=config.dataset.id, summary="covariance", mechanism=config.mechanism, epsilon=p.epsilon, delta=0.0,
+        sensitivity_formula=p.sensitivity_formula,
+        budget_splits=[{"name": "covariance", "epsilon": p.epsilon, "delta": 0.0}],  # type: ignore[list-item]
+        config_sha256=config_sha256, internal=internal,
+    )
+
+
+@task(name="draw-covariance", retries=0, cache_policy=NO_CACHE, persist_result=False)
+def draw_covariance(ledger_url: str, release_id: str, plan: CovariancePlanEnvelope, summary: CovarianceSummary) -> Any:
+    """Mark the charge as final, then draw the OpenDP Laplace noise once (no retries, cache or persistence)."""
+    mark_noised(ledger_url, release_id)
+    return draw_covariance_release(plan.plan, summary.coefficients, draws=1)[0]
+
+
+def _lower_bound(plan: Any) -> float:
+    """The public value a neighbouring pair reaches (MATH.md §6): ``y' = 0``, ``y`` along the Perron vector."""
+    a = covariance_weights(plan.basis.eigenvalues, plan.eta, plan.psi)
+    lam_max = float(np.linalg.eigvalsh(a + np.diag(np.diag(a)))[-1])
+    n, tau = plan.n, plan.tau
+    return tau**2 * lam_max / (2 * n) if plan.centering == "public" else (n - 1) * tau**2 * lam_max / (2 * n**2)
+
+
+def public_covariance_release(
+    release_id: str, config: CovarianceReleaseConfig, plan: CovariancePlanEnvelope, coefficients: Any,
+    prov: dict[str, Any],
+) -> dict[str, Any]:
+    """Manifest and file bytes of a covariance release (private outputs and public parameters only)."""
+    p, ds, out = plan.plan, config.dataset, config.output
+    grid = p.basis.grid
+    m = psd_projection(coefficients) if out.psd else np.asarray(coefficients)
+    surface = covariance_surface(m, p.basis) * ds.value_scale**2
+    k = min(out.n_components, p.basis.n_basis)
+    values, funs = leading_eigenfunctions(m, p.basis, k)
+    t_source, _ = to_source_units(funs[:, 0], grid.grid_points, time_domain=ds.time_domain, grid_domain=grid.domain_range)
+    s_idx, t_idx = np.meshgrid(np.arange(grid.size), np.arange(grid.size), indexing="ij")
+    meta = {"fdp.release_id": release_id, "fdp.dataset_id": ds.id}
+    surface_pq = _publish._parquet_bytes({
+        "s": grid.grid_points[s_idx.ravel()], "t": grid.grid_points[t_idx.ravel()],
+        "s_source": t_source[s_idx.ravel()], "t_source": t_source[t_idx.ravel()], "value": surface.ravel(),
+    }, meta)
+    eig_cols: dict[str, Any] = {"t": grid.grid_points, "t_source": t_source}
+    eig_cols.update({f"eigenfunction_{r + 1}": funs[:, r] for r in range(k)})
+    eig_cols.update({f"eigenvalue_{r + 1}": np.full(grid.size, values[r] * ds.value_scale**2) for r in range(k)})
+    eig_pq = _publish._parquet_bytes(eig_cols, meta)
+    l2 = float(np.sqrt(p.expected_sq_l2_error))
+    unit = ds.privacy_unit
+    guarantee = (f"pure {p.epsilon:g}-differential privacy for each {unit} (replace-one adjacency, n public), by the "
+                 "tensor ICLP-QR mechanism with Laplace noise on the upper triangle of the surface's coefficients")
+    if plan.link is not None:
+        guarantee += (f"; the centre is the private mean release {plan.link['centering_release_id']!r} "
+                      f"(epsilon {plan.link['centering_epsilon']:g}), so both releases together are "
+                      f"{plan.link['combined_epsilon']:g}-DP")
+    center = config.centering
+    manifest = CovarianceManifest(
+        release_id=release_id, dataset_id=ds.id, mechanism=config.mechanism, n=p.n,
+        privacy={"epsilon": p.epsilon, "delta": 0.0, "privacy_unit": unit, "guarantee": guarantee},  # type: ignore[arg-type]
+        budget_splits=[{"name": "covariance", "epsilon": p.epsilon, "delta": 0.0}],  # type: ignore[list-item]
+        sensitivity={"norm": "1,C(x)C on the upper triangle j <= l (l1 of the whitened coefficients)",  # type: ignore[arg-type]
+                     "value": p.sensitivity, "bound": p.sensitivity_formula, "attained_lower_bound": _lower_bound(p)},
+        parameters={
+            "grid": {"rule": grid.rule, "size": grid.size, "domain": list(grid.domain_range),
+                     "points": grid.grid_points.tolist()},
+            "kernel": p.basis.kernel.as_dict(), "noise_kernel": "c (x) c (separable product, MATH.md §1.6)",
+            "kernel_trace_normalized": True, "n_basis": p.basis.n_basis, "noised_coefficients": p.dimension,
+            "eta": p.eta, "psi": p.psi, "tuning": {"rule": p.tuning, "formula": p.tuning_formula, "beta": p.beta},
+            "centering": {"kind": center.kind, "reference": center.reference.model_dump() if center.reference else None,
+                          "release_id": center.release_id,
+                          "mode": "public centre, centred curves clipped to tau_c" if p.centering == "public"
+                          else "sample mean of the clipped records (larger bound)"},
+            "tau": p.tau, "normalisation": "1/n",
+            "privacy_unit": unit, "contribution_rule": CONTRIBUTION_RULE,
+            "psd_projection": out.psd, "n_components": k,
+            "time_domain": list(ds.time_domain), "value_offset": ds.value_offset, "value_scale": ds.value_scale,
+            "alignment": "preprocess.align_linear@1: linear interpolation within each curve's observed range; "
+                         "a unit without an alignable curve contributes the zero curve",
+            "release_columns": (f"release.parquet: surface values (source units squared) on the grid x grid; "
+                                f"{EIGEN_FILE}: leading eigenfunctions (W-orthonormal on the grid domain, signs "
+                                "arbitrary) and eigenvalues (source units squared x grid-domain length)"),
+        },
+        noise={"distribution": "Laplace on whitened coefficients (j <= l): coefficient (j, l) ~ "
+                               "Lap(whitened_scale sqrt(lambda_j lambda_l)), mirrored to (l, j)",
+               "sampler": _publish.SAMPLER_TEXT["laplace"], "whitened_scale": p.calibration.scale,
+               "expected_l2_error": l2 * ds.value_scale**2, "expected_l2_error_scaled": l2,
+               "expected_l2_error_note": "sqrt(E||noise||^2) on T x T before the PSD projection (which only moves "
+                                         "the surface closer to every PSD operator)"},
+        composition=plan.link,
+        formulas=sorted({*p.formulas, "preprocess.align_linear@1",
+                         *(("postprocess.cov.psd_projection@1",) if out.psd else ()),
+                         *(("accounting.pure.sequential@1",) if plan.link else ())}),
+        outputs=[{"path": name, "sha256": hashlib.sha256(data).hexdigest()}  # type: ignore[misc]
+                 for name, data in ((_publish.RELEASE_FILE, surface_pq), (EIGEN_FILE, eig_pq))],
+        provenance=prov,  # type: ignore[arg-type]
+    )
+    return {"manifest": manifest.model_dump(mode="json"),
+            "files": {_publish.RELEASE_FILE: base64.b64encode(surface_pq).decode(),
+                      EIGEN_FILE: base64.b64encode(eig_pq).decode()}}
+
+
+def publish_summary(
+    ledger_url: str, release_id: str, dataset_id: str, public: dict[str, Any], out_dir: str, note: str
+) -> dict[str, Any]:
+    """Ledger first, then files, then the keyed Prefect artifacts (release note and budget-split table)."""
+    close_release(ledger_url, release_id, public)  # first: a crash after this is recovered by a re-run from the ledger
+    manifest = _publish.write_release(public, Path(out_dir))
+    budget = Ledger(ledger_url).budgets(dataset_id)[0].as_dict()
+    key = _publish._artifact_key(dataset_id)
+    summary = manifest["summary"]
+    p = manifest["privacy"]
+    create_markdown_artifact(key=f"{key}-{summary}-release-note", description=f"Release note of {release_id}", markdown="\n".join([
+        f"# {summary.capitalize()} release `{release_id}`", "",
+        f"**What is protected.** Each record is one *{p['privacy_unit']}*. {p['guarantee']}.", "",
+        note, "",
+        f"**Budget.** This release spent ε = {p['epsilon']:g} ("
+        + ", ".join(f"{s['name']}: {s['epsilon']:g}" for s in manifest["budget_splits"])
+        + f"). Dataset `{dataset_id}`: total ε = {budget['total']['epsilon']:g}, spent ε = "
+        f"{budget['spent']['epsilon']:g}, remaining ε = {budget['remaining']['epsilon']:g}.", "",
+        "| file | sha256 |", "| --- | --- |", *(f"| {o['path']} | `{o['sha256']}` |" for o in manifest["outputs"]),
+    ]))
+    create_table_artifact(key=f"{key}-{summary}-budget-splits", table=manifest["budget_splits"],
+                          description=f"Budget splits of {release_id}")
+    return manifest
+
+
+@data_task(name="publish-covariance")
+def publish_covariance(
+    ledger_url: str, release_id: str, config: CovarianceReleaseConfig, config_sha256: str,
+    plan: CovariancePlanEnvelope, coefficients: Any, out_dir: str,
+) -> dict[str, Any]:
+    """Close the ledger entry, write the surface and eigenfunction Parquet files + manifest, create the artifacts."""
+    public = public_covariance_release(release_id, config, plan, coefficients, provenance(config_sha256, public=True))
+    m = public["manifest"]
+    note = (f"**What is released.** The covariance surface of the curves on a {m['parameters']['grid']['size']} x "
+            f"{m['parameters']['grid']['size']} grid (centring: {m['parameters']['centering']['kind']}), smoothed and "
+            f"perturbed with Laplace-process noise, and its {m['parameters']['n_components']} leading eigenfunctions. "
+            f"Expected L2 size of the noise: {m['noise']['expected_l2_error']:.4g} (value units squared); it comes "
+            "from the mechanism alone, not from the data.")
+    return publish_summary(ledger_url, release_id, config.dataset.id, public, out_dir, note)

@@ -1,0 +1,167 @@
+"""End-to-end: `fdp release` through the covariance_release flow (MATH.md §6) on the shipped electricity data."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+from fdp.flows.cli import main
+from fdpcore.covariance import plan_covariance_release
+from fdpcore.formulas import FORMULAS
+from fdpcore.grids import midpoint_grid
+from fdpcore.ledger import Ledger
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "electricity_covariance.yaml"
+MEAN_EXAMPLE = REPO / "examples" / "electricity_mean.yaml"
+DATA = REPO / "examples" / "data" / "electricity_monday.parquet"
+
+
+def _config(tmp_path: Path, example: Path = EXAMPLE, data: Path = DATA, **overrides: object) -> Path:
+    cfg = yaml.safe_load(example.read_text())
+    cfg["dataset"]["path"] = str(data)
+    for dotted, value in overrides.items():
+        node = cfg
+        keys = dotted.split("__")
+        for k in keys[:-1]:
+            node = node.setdefault(k, {})
+        node[keys[-1]] = value
+    path = tmp_path / f"cov-{len(list(tmp_path.glob('cov-*.yaml')))}.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def _release(config: Path, out: Path, ledger: str, release_id: str) -> int:
+    return main(["release", str(config), "--out", str(out), "--ledger", ledger, "--release-id", release_id])
+
+
+def _artifacts(key: str) -> list[str]:
+    with get_client(sync_client=True) as client:
+        arts = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])))
+    return [str(a.data) for a in arts]
+
+
+def test_covariance_release_publishes_surface_eigenfunctions_manifest_ledger_and_artifacts(tmp_path: Path) -> None:
+    ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
+    out = tmp_path / "out"
+    assert _release(_config(tmp_path), out, ledger, "cov-1") == 0
+
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["summary"] == "covariance" and manifest["n"] == 508
+    assert manifest["privacy"]["epsilon"] == 1.0 and manifest["privacy"]["adjacency"] == "replace-one"
+    assert manifest["budget_splits"] == [{"name": "covariance", "epsilon": 1.0, "delta": 0.0}]
+    sens = manifest["sensitivity"]
+    assert sens["bound"] == "sensitivity.cov.public_center@1" and sens["status"] == "UPPER"
+    assert sens["value"] / 2 <= sens["attained_lower_bound"] <= sens["value"] and sens["paper_bound"] is None
+    par = manifest["parameters"]
+    assert par["centering"]["kind"] == "public" and par["contribution_rule"].startswith("average")
+    assert par["privacy_unit"] == manifest["privacy"]["privacy_unit"]
+    assert manifest["noise"]["whitened_scale"] == pytest.approx(sens["value"])  # epsilon = 1
+    assert manifest["composition"] is None
+    assert set(manifest["formulas"]) <= set(FORMULAS)
+    assert {"estimator.cov.iclp_qr@1", "postprocess.cov.psd_projection@1"} <= set(manifest["formulas"])
+    for o in manifest["outputs"]:
+        assert o["sha256"] == hashlib.sha256((out / o["path"]).read_bytes()).hexdigest()
+
+    grid = midpoint_grid(48)
+    table = pq.read_table(out / "release.parquet").to_pandas()
+    assert list(table.columns) == ["s", "t", "s_source", "t_source", "value"] and len(table) == 48 * 48
+    surface = table["value"].to_numpy().reshape(48, 48)
+    assert np.allclose(surface, surface.T)
+    sw = np.sqrt(grid.weights)
+    assert np.linalg.eigvalsh(sw[:, None] * surface * sw[None, :])[0] >= -1e-6 * np.abs(surface).max()
+    eig = pq.read_table(out / "eigenfunctions.parquet").to_pandas()
+    funs = eig[[f"eigenfunction_{r}" for r in (1, 2, 3)]].to_numpy()
+    assert np.allclose(funs.T @ (grid.weights[:, None] * funs), np.eye(3), atol=1e-8)
+    assert eig["eigenvalue_1"].iloc[0] >= eig["eigenvalue_2"].iloc[0] >= eig["eigenvalue_3"].iloc[0]
+
+    record = Ledger(ledger).get("cov-1")
+    assert record is not None and record.state == "published" and record.summary == "covariance"
+    assert record.internal["counts"]["n_rows"] == 24384
+    notes = _artifacts("adelaide-electricity-monday-covariance-release-note")
+    assert notes and "Monday demand curve" in notes[-1] and "covariance: 1" in notes[-1]
+    assert _artifacts("adelaide-electricity-monday-covariance-budget-splits")
+
+    # idempotent re-run: same files, nothing charged
+    again = tmp_path / "again"
+    assert _release(_config(tmp_path), again, ledger, "cov-1") == 0
+    assert (again / "release.parquet").read_bytes() == (out / "release.parquet").read_bytes()
+    assert Ledger(ledger).budgets("adelaide-electricity-monday")[0].as_dict()["spent"]["epsilon"] == 1.0
+
+
+def test_centring_by_a_published_private_mean_links_and_composes(tmp_path: Path) -> None:
+    ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
+    # a missing mean release: exit 2, nothing charged
+    cfg = _config(tmp_path, centering={"kind": "private_mean", "release_id": "mean-1"})
+    assert _release(cfg, tmp_path / "bad", ledger, "cov-bad") == 2
+    assert Ledger(ledger).get("cov-bad") is None
+
+    assert _release(_config(tmp_path, example=MEAN_EXAMPLE), tmp_path / "mean", ledger, "mean-1") == 0
+    out = tmp_path / "cov"
+    assert _release(cfg, out, ledger, "cov-2") == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    link = manifest["composition"]
+    assert link["centering_release_id"] == "mean-1" and link["centering_epsilon"] == 1.0
+    assert link["combined_epsilon"] == 2.0 and "accounting.pure.sequential@1" in manifest["formulas"]
+    assert "mean-1" in manifest["privacy"]["guarantee"]
+    assert Ledger(ledger).budgets("adelaide-electricity-monday")[0].as_dict()["spent"]["epsilon"] == 2.0
+    assert Ledger(ledger).get("cov-2").internal["centering_release_id"] == "mean-1"
+
+    # a covariance release cannot be used as a centre
+    cfg2 = _config(tmp_path, centering={"kind": "private_mean", "release_id": "cov-2"})
+    assert _release(cfg2, tmp_path / "bad2", ledger, "cov-bad2") == 2
+
+
+def test_sample_mean_centring_uses_the_larger_bound(tmp_path: Path) -> None:
+    ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
+    assert _release(_config(tmp_path), tmp_path / "a", ledger, "cov-pub") == 0
+    assert _release(_config(tmp_path, centering={"kind": "sample_mean"}), tmp_path / "b", ledger, "cov-smp") == 0
+    pub = json.loads((tmp_path / "a" / "manifest.json").read_text())["sensitivity"]
+    smp = json.loads((tmp_path / "b" / "manifest.json").read_text())["sensitivity"]
+    assert smp["bound"] == "sensitivity.cov.sample_mean_center@1"
+    assert 2.5 < smp["value"] / pub["value"] <= (4 + 2**0.5) / 2**0.5  # about 3x (MATH.md §6 (b))
+
+
+def test_unit_with_ten_curves_is_one_record(tmp_path: Path, electricity: pd.DataFrame) -> None:
+    # Households with several meters: household 0 holds 10 Monday curves, the others one each.
+    frame = electricity.rename(columns={"monday_index": "meter"})
+    frame["household"] = np.where(frame["meter"] < 10, 0, frame["meter"])
+    data = tmp_path / "households.parquet"
+    frame.to_parquet(data)
+    cfg = _config(tmp_path, data=data, dataset__unit_column="household", dataset__curve_column="meter",
+                  dataset__privacy_unit="household (all its meters)")
+    ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
+    assert _release(cfg, tmp_path / "out", ledger, "cov-hh") == 0
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["n"] == 508 - 9
+    assert manifest["privacy"]["privacy_unit"] == "household (all its meters)"
+    assert "averaged into one record" in manifest["parameters"]["contribution_rule"]
+    # one record per household: the bound is that of n = 499 records (a cap at 10 curves would multiply it by 10)
+    plan = plan_covariance_release(midpoint_grid(48), {"name": "matern", "nu": 1.5, "rho": 0.1}, n=499, tau=1.0,
+                                   epsilon=1.0, secure=False)
+    assert manifest["sensitivity"]["value"] == pytest.approx(plan.sensitivity, rel=1e-12)
+
+
+def test_bad_covariance_configs_exit_2(tmp_path: Path) -> None:
+    ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
+    cases = [
+        {"privacy": {"epsilon": 1.0, "delta": 1e-6}},
+        {"centering": {"kind": "public", "release_id": "x"}},
+        {"centering": {"kind": "sample_mean", "reference": {"time": [0.5, 48.5], "value": [0, 0], "source": "s"}}},
+        {"tuning": {"eta": 1.0}},
+        {"tuning": {"rule": "pcv"}},
+        {"output": {"n_components": 0}},
+        {"clipping": {"tau": 1.0, "sup_clip": 2.0}},
+    ]
+    for i, override in enumerate(cases):
+        assert _release(_config(tmp_path, **override), tmp_path / f"o{i}", ledger, f"bad-{i}") == 2, override
+    assert Ledger(ledger).get("bad-0") is None
