@@ -1,0 +1,132 @@
+"""Reading tables of points (Parquet or CSV): privacy unit, one or two coordinates, an optional label.
+
+Errors are :class:`~fdpcore.errors.DataError` messages that name the file, the column and the
+data row (rows numbered from 1 below the header) and never quote a value. Parsing reuses the
+checks of :mod:`fdpcore.io.tables`.
+
+**Points outside the public domain.** The domain box is public and fixed a priori. The
+``outside`` rule says what happens to a coordinate outside it:
+
+* ``"error"`` (default): the read fails, naming the column and the first such row; nothing is
+  released or charged.
+* ``"clamp"``: the coordinate is moved to the nearest boundary of the box. This is a record-wise,
+  data-independent map (MATH.md §1.7), so it is privacy-neutral; the number of clamped points is
+  returned for the internal ledger record only (never published).
+
+Coordinates are then mapped affinely onto ``[0, 1]^d``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from fdpcore._typing import AnyArray, NDArrayFloat
+from fdpcore.errors import DataError
+from fdpcore.io.tables import _check_id_type, _ids, _numeric, _read_csv, _read_parquet
+
+__all__ = ["OUTSIDE_RULES", "PointTable", "read_point_table"]
+
+#: Handling of coordinates outside the public domain.
+OUTSIDE_RULES = ("error", "clamp")
+
+
+@dataclass(frozen=True, eq=False)
+class PointTable:
+    """Points of a table, mapped onto the unit box.
+
+    Attributes:
+        unit_codes: integer code of each point's privacy unit (``m``).
+        points: ``m x d`` coordinates in ``[0, 1]^d``.
+        labels: the label/response column (``m``), or ``None``.
+        n_rows: rows read.
+        n_clamped: points with at least one coordinate clamped into the domain (internal only).
+    """
+
+    unit_codes: AnyArray
+    points: NDArrayFloat
+    labels: NDArrayFloat | None
+    n_rows: int
+    n_clamped: int
+
+    @property
+    def n_units(self) -> int:
+        """Number of distinct privacy units ``n``."""
+        return int(np.unique(self.unit_codes).shape[0])
+
+
+def read_point_table(
+    path: str | Path,
+    fmt: str,
+    *,
+    unit_column: str,
+    coordinate_columns: Sequence[str],
+    domain: Sequence[tuple[float, float]],
+    label_column: str | None = None,
+    outside: str = "error",
+    csv_delimiter: str = ",",
+) -> PointTable:
+    """Read a point table and map it onto ``[0, 1]^d`` (see the module docstring for ``outside``).
+
+    >>> import tempfile, os
+    >>> d = tempfile.mkdtemp()
+    >>> with open(os.path.join(d, "p.csv"), "w") as fh:
+    ...     _ = fh.write("id,x,y\\na,2.0,1\\na,4.0,-1\\nb,6.0,1\\n")
+    >>> t = read_point_table(os.path.join(d, "p.csv"), "csv", unit_column="id", coordinate_columns=["x"],
+    ...                      domain=[(2.0, 6.0)], label_column="y")
+    >>> t.points[:, 0].tolist(), t.labels.tolist(), t.n_units
+    ([0.0, 0.5, 1.0], [1.0, -1.0, 1.0], 2)
+
+    Raises:
+        DataError: missing/unreadable file or column, a non-numeric or non-finite coordinate or
+            label (the first offending row is named), a coordinate outside the domain with
+            ``outside="error"``, a missing unit id, zero rows.
+    """
+    coords = list(coordinate_columns)
+    if len(coords) not in (1, 2) or len(domain) != len(coords):
+        raise DataError(f"dataset.coordinate_columns ({coords}) must name 1 or 2 columns, one per dataset.domain entry")
+    if outside not in OUTSIDE_RULES:
+        raise DataError(f"dataset.outside_domain ({outside!r}) must be one of {list(OUTSIDE_RULES)}")
+    p = Path(path)
+    if not p.is_file():
+        raise DataError(f"dataset.path: file {str(p)!r} does not exist or is not a file; check the path "
+                        "(relative paths are resolved against the config file)")
+    wanted = list(dict.fromkeys([unit_column, *coords, *([label_column] if label_column else [])]))
+    if fmt == "parquet":
+        table = _read_parquet(p, wanted)
+    elif fmt == "csv":
+        table = _read_csv(p, wanted, csv_delimiter)
+    else:
+        raise DataError(f"dataset.format ({fmt!r}) must be 'parquet' or 'csv'")
+    if table.num_rows == 0:
+        raise DataError(f"{p.name}: the file has zero data rows; check dataset.path")
+    _check_id_type(table, p.name, unit_column, "privacy-unit id")
+    units = _ids(table.column(unit_column), p.name, unit_column, "privacy-unit id")
+    _, codes = np.unique(units.astype(str), return_inverse=True)
+    columns = []
+    n_clamped = np.zeros(table.num_rows, dtype=bool)
+    for name, (a, b) in zip(coords, domain, strict=True):
+        x = _finite(table.column(name), p.name, name)
+        out = (x < a) | (x > b)
+        if out.any() and outside == "error":
+            raise DataError(
+                f"{p.name}: column {name!r} has a point outside the public domain [{a:g}, {b:g}] at row "
+                f"{int(np.flatnonzero(out)[0]) + 1}; fix the data, widen dataset.domain (a public choice), or set "
+                "dataset.outside_domain: clamp"
+            )
+        n_clamped |= out
+        columns.append((np.clip(x, a, b) - a) / (b - a))
+    labels = _finite(table.column(label_column), p.name, label_column) if label_column else None
+    return PointTable(codes.astype(np.int64), np.column_stack(columns), labels, int(table.num_rows), int(n_clamped.sum()))
+
+
+def _finite(col: object, fname: str, name: str) -> NDArrayFloat:
+    x = _numeric(col, fname, name)  # type: ignore[arg-type]
+    bad = np.flatnonzero(~np.isfinite(x))
+    if bad.size:
+        raise DataError(f"{fname}: column {name!r} has a missing or non-finite entry at row {int(bad[0]) + 1}; "
+                        "every point needs finite coordinates and label")
+    return x

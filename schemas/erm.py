@@ -1,0 +1,74 @@
+"""Release config of RKHS-regularised ERM (MATH.md §9): kernel ridge, logistic regression, hinge-loss SVM.
+
+The dataset is a point table (:class:`fdp.schemas.kde.PointDatasetSpec`) plus a label column; the
+release is the fitted function on the grid (one covariate, or two on a tensor grid) with ICLP
+(pure) or Gaussian-process (approximate) noise. The manifest is :class:`fdp.schemas.kde.PointManifest`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from fdp.schemas._base import Frozen, PositiveFloat
+from fdp.schemas.config import BudgetSpec, GridSpec, PrivacySpec
+from fdp.schemas.kde import PointDatasetSpec, _unit_grid
+from fdpcore.errors import DomainError
+from fdpcore.kernels import kernel_spec
+
+__all__ = ["ErmDatasetSpec", "ErmReleaseConfig"]
+
+
+class ErmDatasetSpec(PointDatasetSpec):
+    """A point table with a label/response column."""
+
+    label_column: str = Field(min_length=1, description="labels: -1/+1 for logistic and hinge; a response for ridge")
+
+
+class ErmReleaseConfig(Frozen):
+    """A private RKHS-regularised ERM release, as written in YAML."""
+
+    schema_version: Literal[1] = Field(1, description="config schema version")
+    summary: Literal["erm"] = Field(description="the summary to release")
+    dataset: ErmDatasetSpec
+    grid: GridSpec = Field(description="grid on [0, 1] used for every covariate (a tensor grid in 2-D)")
+    loss: Literal["ridge", "logistic", "hinge"] = Field(description="squared (kernel ridge), logistic, or hinge (SVM)")
+    mechanism: Literal["iclp", "gp"] = Field("iclp", description="iclp: pure DP; gp: Gaussian process, (epsilon, delta)")
+    kernel: dict[str, Any] = Field(description="1-D kernel C, e.g. {name: matern, nu: 1.5, rho: 0.2}; product kernel in 2-D")
+    eta: float = Field(1.5, ge=1.0, description="H = H_{C^eta}; eta > 1 + 1/beta keeps the ICLP bound grid-uniform")
+    psi: PositiveFloat = Field(description="regularisation weight (fixed a priori)")
+    label_bound: PositiveFloat | None = Field(None, description="ridge only: responses are clipped to [-B_y, B_y]")
+    tolerance: float = Field(1e-9, gt=0, le=1e-3, description="certified optimality gap of the solver (its slack is added to the sensitivity)")
+    privacy: PrivacySpec
+    budget: BudgetSpec
+
+    @field_validator("grid")
+    @classmethod
+    def _grid_on_unit_box(cls, v: GridSpec) -> GridSpec:
+        return _unit_grid(v)
+
+    @field_validator("kernel")
+    @classmethod
+    def _kernel_ok(cls, v: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return kernel_spec(v).as_dict()
+        except DomainError as exc:
+            raise ValueError(str(exc)) from None
+
+    @model_validator(mode="after")
+    def _fields(self) -> ErmReleaseConfig:
+        p = self.privacy
+        if (self.label_bound is None) == (self.loss == "ridge"):
+            raise ValueError("label_bound is required for loss 'ridge' (M = 2 B_y (1 + kappa/sqrt(psi))) and allowed only there")
+        if self.mechanism == "iclp":
+            if p.delta != 0.0:
+                raise ValueError(f"privacy.delta ({p.delta}) must be 0 for the pure-DP mechanism 'iclp'")
+            if p.calibration != "analytic":
+                raise ValueError(f"privacy.calibration ({p.calibration!r}) applies to mechanism 'gp' only")
+        else:
+            if p.delta == 0.0:
+                raise ValueError("privacy.delta (0.0) must be > 0 for mechanism 'gp' (Gaussian noise)")
+            if p.calibration == "classical" and p.epsilon > 1.0:
+                raise ValueError(f"privacy.epsilon ({p.epsilon}) must be <= 1 with privacy.calibration 'classical'")
+        return self

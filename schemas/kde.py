@@ -1,0 +1,166 @@
+"""Release config and public manifest of kernel density curves/surfaces (MATH.md §8), and the parts shared with ERM.
+
+Input is a table of points (not curves): a privacy-unit column, one or two coordinate columns
+in a public domain box, and (for ERM, :mod:`fdp.schemas.erm`) a label column. A unit with several
+points contributes their average (``preprocess.points.unit_average@1``); the manifest says so.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import Field, field_validator, model_validator
+
+from fdp.schemas._base import Frozen, Internal, PositiveFloat
+from fdp.schemas.config import BudgetSpec, GridSpec, PrivacySpec
+from fdp.schemas.records import BudgetSplit, NoiseRecord, OutputFile, PrivacyRecord, Provenance, SensitivityRecord
+
+__all__ = [
+    "UNIT_RULE",
+    "KdeReleaseConfig",
+    "PointBatch",
+    "PointDatasetSpec",
+    "PointManifest",
+    "PointPlanEnvelope",
+    "PointSummary",
+    "UnitBoundingRecord",
+]
+
+#: The per-unit bounding rule of every point release (published in the manifest).
+UNIT_RULE = (
+    "each privacy unit contributes the average of its points' contributions (kernel bumps for KDE, loss terms for "
+    "ERM), weight 1/m_u per point; n is the number of units. The sensitivity is that of one point per unit: it is "
+    "the supremum of a convex function of the two contributions, attained at single points "
+    "(preprocess.points.unit_average@1)"
+)
+
+
+class PointDatasetSpec(Frozen):
+    """Where the point table is and how its columns map to (privacy unit, coordinates[, label])."""
+
+    id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", description="stable dataset id used by the ledger")
+    path: str = Field(min_length=1, description="file path; relative paths are resolved against the config file")
+    format: Literal["parquet", "csv"] = Field(description="file format")
+    unit_column: str = Field(min_length=1, description="column identifying the privacy unit (its points are averaged)")
+    coordinate_columns: list[str] = Field(min_length=1, max_length=2, description="one or two coordinate columns")
+    domain: list[tuple[float, float]] = Field(min_length=1, max_length=2,
+                                              description="public box [a, b] per coordinate, mapped affinely onto [0, 1]")
+    outside_domain: Literal["error", "clamp"] = Field(
+        "error", description="a coordinate outside the domain: fail naming the row, or clamp it to the box (record-wise)")
+    privacy_unit: str = Field(min_length=1, description="what one unit protects, in words (published)")
+    csv_delimiter: str = Field(",", min_length=1, max_length=1, description="CSV delimiter")
+
+    @model_validator(mode="after")
+    def _shape(self) -> PointDatasetSpec:
+        if len(self.domain) != len(self.coordinate_columns):
+            raise ValueError(f"dataset.domain ({len(self.domain)} boxes) must have one [a, b] per coordinate column "
+                             f"({len(self.coordinate_columns)})")
+        for a, b in self.domain:
+            if not (np.isfinite(a) and np.isfinite(b) and a < b):
+                raise ValueError(f"dataset.domain ([{a}, {b}]) must satisfy a < b, both finite")
+        if len(set(self.coordinate_columns)) != len(self.coordinate_columns):
+            raise ValueError("dataset.coordinate_columns must be distinct")
+        return self
+
+
+def _unit_grid(grid: GridSpec) -> GridSpec:
+    if tuple(grid.domain) != (0.0, 1.0):
+        raise ValueError(f"grid.domain ({list(grid.domain)}) must be [0, 1]: points are mapped onto the unit box")
+    return grid
+
+
+class KdeReleaseConfig(Frozen):
+    """A private density curve (one coordinate) or surface (two coordinates), as written in YAML."""
+
+    schema_version: Literal[1] = Field(1, description="config schema version")
+    summary: Literal["kde"] = Field(description="the summary to release")
+    dataset: PointDatasetSpec
+    grid: GridSpec = Field(description="grid on [0, 1] used for every coordinate (a tensor grid in 2-D)")
+    mechanism: Literal["iclp_qr", "hall_gp"] = Field(
+        "iclp_qr", description="iclp_qr: pure DP (MATH.md §8.1); hall_gp: Gaussian-process noise, (epsilon, delta) (§8.2)")
+    kernel: Literal["gaussian", "exponential"] = Field(
+        "gaussian", description="noise kernel family c_h (separable in 2-D); hall_gp needs gaussian")
+    bandwidth: PositiveFloat | Literal["n_rule"] = Field(
+        "n_rule", description="h on the unit-scaled domain; n_rule = n^(-1/(4+d)) (privacy-safe, tuning.kde.bandwidth@1)")
+    eta: PositiveFloat | None = Field(None, description="power of the kernel (iclp_qr only; > 0.5, MATH.md §8.1 uses 1.01-1.5)")
+    privacy: PrivacySpec
+    budget: BudgetSpec
+
+    @field_validator("grid")
+    @classmethod
+    def _grid_on_unit_box(cls, v: GridSpec) -> GridSpec:
+        return _unit_grid(v)
+
+    @model_validator(mode="after")
+    def _mechanism_fields(self) -> KdeReleaseConfig:
+        p = self.privacy
+        if self.mechanism == "iclp_qr":
+            if self.eta is None or not self.eta > 0.5:
+                raise ValueError(f"eta ({self.eta}) must be given and > 0.5 for mechanism 'iclp_qr'")
+            if p.delta != 0.0:
+                raise ValueError(f"privacy.delta ({p.delta}) must be 0 for the pure-DP mechanism 'iclp_qr'")
+            if p.calibration != "analytic":
+                raise ValueError(f"privacy.calibration ({p.calibration!r}) applies to mechanism 'hall_gp' only")
+        else:
+            if self.eta is not None:
+                raise ValueError("eta is a parameter of mechanism 'iclp_qr' only")
+            if self.kernel != "gaussian":
+                raise ValueError(f"kernel ({self.kernel!r}) must be 'gaussian' for mechanism 'hall_gp' (MATH.md §8.2)")
+            if p.delta == 0.0:
+                raise ValueError("privacy.delta (0.0) must be > 0 for mechanism 'hall_gp' (Gaussian noise)")
+            if p.calibration == "classical" and p.epsilon > 1.0:
+                raise ValueError(f"privacy.epsilon ({p.epsilon}) must be <= 1 with privacy.calibration 'classical'")
+        return self
+
+
+class UnitBoundingRecord(Frozen):
+    """The privacy unit's contribution rule (published)."""
+
+    rule: Literal["average"] = "average"
+    description: str = UNIT_RULE
+    formula: str = "preprocess.points.unit_average@1"
+
+
+class PointManifest(Frozen):
+    """Public manifest of a KDE or ERM release: the shape of ReleaseManifest plus the unit rule and the solver."""
+
+    schema_version: Literal[1] = 1
+    release_id: str
+    dataset_id: str
+    summary: Literal["kde", "erm"]
+    mechanism: str
+    n: int = Field(ge=1, description="number of privacy units")
+    privacy: PrivacyRecord
+    unit_bounding: UnitBoundingRecord = Field(default_factory=lambda: UnitBoundingRecord())
+    budget_splits: list[BudgetSplit]
+    sensitivity: SensitivityRecord
+    parameters: dict[str, Any]
+    noise: NoiseRecord
+    solver: dict[str, Any] | None = Field(None, description="ERM only: solver, certified tolerance and what the bound assumes")
+    formulas: list[str]
+    idealized_numerics: bool = True
+    outputs: list[OutputFile]
+    provenance: Provenance
+
+
+class PointBatch(Internal):
+    """Points of the table on the unit box, with their units (internal: never published or persisted)."""
+
+    unit_codes: np.ndarray
+    points: np.ndarray
+    labels: np.ndarray | None = None
+    n_samples: int
+    counts: dict[str, int]
+
+
+class PointPlanEnvelope(Internal):
+    """The data-independent plan (an fdpcore PointPlan)."""
+
+    plan: Any
+
+
+class PointSummary(Internal):
+    """Pre-noise whitened coordinates (internal: never published, logged or persisted)."""
+
+    coefficients: np.ndarray

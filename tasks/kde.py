@@ -1,0 +1,220 @@
+"""Tasks of the KDE release (MATH.md §8) and the point-release steps shared with ERM (:mod:`fdp.tasks.erm`).
+
+Ledger steps are the generic ones of :mod:`fdp.tasks.ledger`; files are written by
+:func:`fdp.tasks._publish.write_release`.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import math
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from prefect import task
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.cache_policies import NO_CACHE
+
+from fdp.schemas import ChargeRequest
+from fdp.schemas.kde import KdeReleaseConfig, PointBatch, PointManifest, PointPlanEnvelope, PointSummary
+from fdp.tasks import _publish
+from fdp.tasks.ledger import close_release, mark_noised, provenance
+from fdpcore.grids import Grid, make_grid
+from fdpcore.io.points import read_point_table
+from fdpcore.kde import PointPlan, draw_point_release, plan_kde_release, summarise_kde
+from fdpcore.ledger import Ledger
+from fdpcore.mechanisms import whitened_pointwise_band
+
+# Raw data and noise never leave memory: no cache, no persisted result.
+data_task = partial(task, cache_policy=NO_CACHE, persist_result=False)
+
+NOISE_TEXT = {
+    "laplace": ("Laplace on whitened KL coefficients (ICLP): coefficient j ~ Lap(whitened_scale * sqrt(lambda_j)), "
+                "all kept j of the noise kernel"),
+    "gaussian": ("Gaussian process whitened_scale * GP(0, C): whitened KL coefficients i.i.d. N(0, whitened_scale^2), "
+                 "i.e. coefficient j ~ N(0, whitened_scale^2 lambda_j)"),
+}
+
+
+def point_axes(config: Any) -> tuple[Grid, ...]:
+    """One public grid on [0, 1] per coordinate (a tensor grid in 2-D)."""
+    g = config.grid
+    grid = make_grid(g.rule, size=g.size, points=g.points, domain_range=g.domain)
+    return (grid,) * len(config.dataset.coordinate_columns)
+
+
+@data_task(name="load-points")
+def load_points(config: Any, config_dir: str) -> PointBatch:
+    """Read the point table and map it onto the unit box (outside points: error or clamp, as configured)."""
+    ds = config.dataset
+    path = Path(ds.path) if Path(ds.path).is_absolute() else Path(config_dir) / ds.path
+    table = read_point_table(path, ds.format, unit_column=ds.unit_column, coordinate_columns=ds.coordinate_columns,
+                             domain=ds.domain, label_column=getattr(ds, "label_column", None),
+                             outside=ds.outside_domain, csv_delimiter=ds.csv_delimiter)
+    counts = {"n_rows": table.n_rows, "n_points_clamped": table.n_clamped}
+    return PointBatch(unit_codes=table.unit_codes, points=table.points, labels=table.labels, n_samples=table.n_units,
+                      counts=counts)
+
+
+@data_task(name="plan-kde")
+def plan_kde(config: KdeReleaseConfig, n: int) -> PointPlanEnvelope:
+    """Fix bandwidth, kernel, kappa, sensitivity and calibration from public inputs only (OpenDP-certified)."""
+    p = config.privacy
+    plan = plan_kde_release(point_axes(config), n=n, epsilon=p.epsilon, mechanism=config.mechanism, kernel=config.kernel,
+                            bandwidth=None if config.bandwidth == "n_rule" else float(config.bandwidth), eta=config.eta,
+                            delta=p.delta, calibration=p.calibration, secure=True)
+    return PointPlanEnvelope(plan=plan)
+
+
+@data_task(name="summarise-kde")
+def summarise_points_kde(batch: PointBatch, plan: PointPlanEnvelope) -> PointSummary:
+    """Pre-noise whitened coordinates of the KDE (kept in memory only)."""
+    return PointSummary(coefficients=summarise_kde(batch.points, batch.unit_codes, plan.plan))
+
+
+def point_charge_request(config: Any, config_sha256: str, plan: PointPlanEnvelope, counts: dict[str, int]) -> ChargeRequest:
+    """What the ledger is asked to charge: the whole cost, one named part."""
+    p: PointPlan = plan.plan
+    return ChargeRequest(
+        dataset_id=config.dataset.id, summary=config.summary, mechanism=p.mechanism, epsilon=p.epsilon, delta=p.delta,
+        rho=p.rho, sensitivity_formula=p.sensitivity_formula, budget_splits=p.budget_splits,  # type: ignore[arg-type]
+        config_sha256=config_sha256, internal={"counts": counts},
+    )
+
+
+@task(name="draw-point-noise", retries=0, cache_policy=NO_CACHE, persist_result=False)
+def draw_point_noise(ledger_url: str, release_id: str, plan: PointPlanEnvelope, summary: PointSummary) -> Any:
+    """Mark the charge as final, then draw OpenDP noise once (no retries, cache or persistence)."""
+    mark_noised(ledger_url, release_id)
+    return draw_point_release(plan.plan, summary.coefficients, draws=1)[0]
+
+
+def _guarantee(p: PointPlan, unit: str) -> str:
+    if p.rho is not None:
+        return (f"({p.epsilon:g}, {p.delta:g})-differential privacy for each {unit} (replace-one adjacency, n public), "
+                f"by Gaussian-process noise calibrated with the {p.parameters['calibration']} Gaussian mechanism; "
+                f"equivalently rho = {p.rho:.6g} zero-concentrated DP")
+    return (f"pure {p.epsilon:g}-differential privacy for each {unit} (replace-one adjacency, n public), "
+            f"by the {p.mechanism} mechanism with Laplace noise")
+
+
+def _source_columns(config: Any, plan: PointPlan) -> dict[str, Any]:
+    """Node coordinates on the unit box and in source units (row-major in 2-D)."""
+    nodes = plan.space.nodes
+    cols: dict[str, Any] = {}
+    for axis, (name, (a, b)) in enumerate(zip(config.dataset.coordinate_columns, config.dataset.domain, strict=True)):
+        cols[f"t{axis + 1}" if nodes.shape[1] == 2 else "t"] = nodes[:, axis]
+        cols[name] = a + (b - a) * nodes[:, axis]
+    return cols
+
+
+def public_point_release(
+    release_id: str, config: Any, plan: PointPlan, values: Any, prov: dict[str, Any],
+    value_columns: dict[str, Any], value_scale: float, extra_parameters: dict[str, Any], solver: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """Manifest and Parquet bytes of a KDE or ERM release (private outputs and public parameters only).
+
+    ``value_columns`` are the released columns (post-processing of ``values``); ``value_scale``
+    converts the unit-box noise to the published units.
+    """
+    ds = config.dataset
+    band = whitened_pointwise_band(plan.space.recolour, plan.calibration.scale, plan.noise, level=_publish.BAND_LEVEL)
+    band_source = band * value_scale
+    columns = {**_source_columns(config, plan), **value_columns,
+               "band_lower": value_columns["value"] - band_source, "band_upper": value_columns["value"] + band_source}
+    parquet = _publish._parquet_bytes(columns, {"fdp.release_id": release_id, "fdp.dataset_id": ds.id})
+    l2_scaled = float(np.sqrt(plan.expected_sq_l2_error))
+    area = math.prod(b - a for a, b in ds.domain)
+    axes = plan.space.axes
+    parameters: dict[str, Any] = {
+        "grid": {"rule": axes[0].rule, "size": axes[0].size, "domain": list(axes[0].domain_range),
+                 "points": axes[0].grid_points.tolist(), "tensor": len(axes) == 2},
+        "domain": [list(d) for d in ds.domain], "coordinate_columns": list(ds.coordinate_columns),
+        "outside_domain": ds.outside_domain, "n_basis": plan.space.n_basis, "kernel_trace_normalized": False,
+        **{k: v for k, v in plan.parameters.items() if k != "kernel"}, "kernel": plan.space.kernel, **extra_parameters,
+    }
+    manifest = PointManifest(
+        release_id=release_id, dataset_id=ds.id, summary=config.summary, mechanism=plan.mechanism, n=plan.n,
+        privacy={"epsilon": plan.epsilon, "delta": plan.delta, "privacy_unit": ds.privacy_unit,  # type: ignore[arg-type]
+                 "guarantee": _guarantee(plan, ds.privacy_unit)},
+        budget_splits=plan.budget_splits,  # type: ignore[arg-type]
+        sensitivity={"norm": plan.norm, "value": plan.sensitivity, "bound": plan.sensitivity_formula,  # type: ignore[arg-type]
+                     "paper_bound": plan.paper_sensitivity, "paper_formula": plan.paper_formula},
+        parameters=parameters,
+        noise={"distribution": NOISE_TEXT[plan.noise], "sampler": _publish.SAMPLER_TEXT[plan.noise],  # type: ignore[arg-type]
+               "whitened_scale": plan.calibration.scale, "expected_l2_error": l2_scaled * value_scale * math.sqrt(area),
+               "expected_l2_error_scaled": l2_scaled, "band_level": _publish.BAND_LEVEL,
+               "band_half_width_max": float(band_source.max())},
+        solver=solver,
+        formulas=sorted(plan.formulas),
+        outputs=[{"path": _publish.RELEASE_FILE, "sha256": hashlib.sha256(parquet).hexdigest()}],  # type: ignore[list-item]
+        provenance=prov,  # type: ignore[arg-type]
+    )
+    return {"manifest": manifest.model_dump(mode="json"), "files": {_publish.RELEASE_FILE: base64.b64encode(parquet).decode()}}
+
+
+def publish_point_release(ledger_url: str, release_id: str, config: Any, public: dict[str, Any], out_dir: str,
+                          what: str) -> dict[str, Any]:
+    """Close the ledger entry first, then write the files, then the release note and budget-split artifacts."""
+    close_release(ledger_url, release_id, public)  # first: a crash after this is recovered by a re-run from the ledger
+    manifest = _publish.write_release(public, Path(out_dir))
+    budget = Ledger(ledger_url).budgets(config.dataset.id)[0].as_dict()
+    key = _publish._artifact_key(config.dataset.id)
+    create_markdown_artifact(key=f"{key}-{config.summary}-release-note", markdown=point_release_note(manifest, budget, what),
+                             description=f"Release note of {release_id}")
+    create_table_artifact(key=f"{key}-{config.summary}-budget-splits", table=manifest["budget_splits"],
+                          description=f"Budget splits of {release_id}")
+    return manifest
+
+
+def point_release_note(manifest: dict[str, Any], budget: dict[str, Any], what: str) -> str:
+    """Markdown for a non-expert (private values and public parameters only)."""
+    p, nz = manifest["privacy"], manifest["noise"]
+    solver = manifest.get("solver")
+    return "\n".join([
+        f"# Private {what} `{manifest['release_id']}`",
+        "",
+        f"**What is protected.** Each unit is one *{p['privacy_unit']}*. {p['guarantee']}. "
+        f"A unit with several rows counts once: its rows are averaged. n = {manifest['n']} units (public).",
+        "",
+        f"**What is released.** The {what} on a fixed grid, computed from the table and perturbed once with random "
+        f"noise ({manifest['mechanism']} mechanism).",
+        "",
+        f"**Accuracy (noise only).** Expected L2 size of the noise: {nz['expected_l2_error']:.4g}. At each grid point the "
+        f"noise lies within ±{nz['band_half_width_max']:.4g} with probability {nz['band_level']:.0%} or more (band columns "
+        "in the Parquet file). These figures come from the mechanism alone, not from the data.",
+        *(["", f"**Solver.** {solver['assumption']}"] if solver else []),
+        "",
+        f"**Budget.** This release spent ε = {p['epsilon']:g}"
+        + (f", δ = {p['delta']:g}" if p["delta"] > 0 else "")
+        + f". Dataset `{manifest['dataset_id']}`: total ε = {budget['total']['epsilon']:g}, spent ε = "
+        f"{budget['spent']['epsilon']:g}, remaining ε = {budget['remaining']['epsilon']:g}.",
+        "",
+        "| file | sha256 |",
+        "| --- | --- |",
+        *(f"| {o['path']} | `{o['sha256']}` |" for o in manifest["outputs"]),
+    ])
+
+
+@data_task(name="publish-kde")
+def publish_kde(ledger_url: str, release_id: str, config: KdeReleaseConfig, config_sha256: str, plan: PointPlanEnvelope,
+                values: Any, out_dir: str) -> dict[str, Any]:
+    """Publish the private density: raw values and the non-negative, unit-mass post-processing (source units)."""
+    p: PointPlan = plan.plan
+    area = math.prod(b - a for a, b in config.dataset.domain)
+    raw = np.asarray(values) / area  # density per source unit (per source area in 2-D)
+    clipped = np.maximum(raw, 0.0)
+    mass = float(clipped @ p.space.weights) * area
+    density = clipped / mass if mass > 0 else clipped
+    public = public_point_release(
+        release_id, config, p, values, provenance(config_sha256, public=True),
+        {"value": raw, "density": density}, 1.0 / area,
+        {"post_processing": "density = max(value, 0) renormalised to unit mass on the grid (post-processing of the "
+                            "private value; no privacy cost)", "value_units": "density per source unit of the domain"},
+        None,
+    )
+    what = "density surface" if len(config.dataset.coordinate_columns) == 2 else "density curve"
+    return publish_point_release(ledger_url, release_id, config, public, out_dir, what)
