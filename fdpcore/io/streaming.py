@@ -1,0 +1,319 @@
+"""Streaming ingest of Parquet datasets into exact sufficient statistics (MATH.md §1.7; DESIGN.md "summarise").
+
+A dataset is one Parquet file or a directory of ``*.parquet`` files (searched recursively, in
+sorted path order). Each file is read chunk by chunk (``chunk_rows`` rows, across row groups);
+every chunk goes through the same record-wise steps as the in-memory path —
+:func:`~fdpcore.preprocess.rescale_long`, :func:`~fdpcore.preprocess.align_long`,
+:func:`~fdpcore.preprocess.clip_l2` — and is reduced to :class:`~fdpcore.accumulate.CurveSums`
+(exact integer sums), so memory is bounded by the chunk, not by the dataset.
+
+Required order (checked, never assumed):
+
+* **within a file** rows are sorted by the unit column (non-decreasing; any order of time and
+  curve inside a unit). The rows of a unit that spans a chunk or row-group boundary are carried
+  over to the next chunk, so every unit forms exactly one record and is counted once.
+* **across files** the units of different files are disjoint: the files' unit ranges
+  ``[first, last]`` must not overlap (e.g. partition by unit into files). A file is the unit of
+  distribution (a Dask partition), so a unit is never split between workers.
+
+Violations raise :class:`~fdpcore.errors.DataError` naming the file, the row group and the row
+(never an id or a value). Unit ids must be integers or strings; time and value columns must be
+integer or floating Parquet columns (text columns: use the in-memory engine, which parses them).
+Unit ids are held in memory only, to check the order; they never enter a message or a result
+that is written anywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from fdpcore.accumulate import CurveSums, accumulate_curves, quantisation_exponent
+from fdpcore.errors import DataError
+from fdpcore.grids import Grid
+from fdpcore.preprocess import align_long, clip_l2, rescale_long
+
+__all__ = ["FilePartial", "StreamSpec", "combine_partials", "dataset_files", "ingest_file", "stream_dataset"]
+
+#: Default rows per chunk (about 40 MB of unit/time/value columns).
+DEFAULT_CHUNK_ROWS = 1_000_000
+
+_COUNT_KEYS = ("n_rows", "n_rows_outside_time_domain", "n_rows_nonfinite", "n_duplicates_merged",
+               "n_unalignable_units", "n_clipped")
+
+
+@dataclass(frozen=True)
+class StreamSpec:
+    """Public inputs of a streaming ingest (columns, public maps, grid, clipping, what to accumulate)."""
+
+    unit_column: str
+    time_column: str
+    value_column: str
+    time_domain: tuple[float, float]
+    grid: Grid
+    tau: float
+    curve_column: str | None = None
+    value_offset: float = 0.0
+    value_scale: float = 1.0
+    sup_clip: float | None = None
+    outer: bool = False
+    chunk_rows: int = DEFAULT_CHUNK_ROWS
+
+    @property
+    def columns(self) -> list[str]:
+        """The columns read (each once)."""
+        return list(dict.fromkeys(c for c in (self.unit_column, self.time_column, self.value_column,
+                                              self.curve_column) if c is not None))
+
+
+@dataclass(frozen=True, eq=False)
+class FilePartial:
+    """Exact sums of one file plus its unit range (in memory only: used to check disjointness)."""
+
+    source: str
+    sums: CurveSums
+    first_unit: Any
+    last_unit: Any
+
+
+def dataset_files(path: str | Path) -> list[Path]:
+    """The Parquet files of a dataset: the file itself, or a directory's ``*.parquet`` in sorted order.
+
+    >>> dataset_files("/nonexistent/x.parquet")
+    Traceback (most recent call last):
+    ...
+    fdpcore.errors.DataError: dataset.path: 'x.parquet' does not exist; check the path
+    """
+    p = Path(path)
+    if p.is_file():
+        return [p]
+    if p.is_dir():
+        files = sorted(q for q in p.rglob("*.parquet") if q.is_file())
+        if not files:
+            raise DataError(f"dataset.path: directory {p.name!r} holds no *.parquet file")
+        return files
+    raise DataError(f"dataset.path: {p.name!r} does not exist; check the path")
+
+
+def ingest_file(path: str | Path, spec: StreamSpec) -> FilePartial:
+    """Stream one Parquet file into exact sums, chunk by chunk (see the module notes for the order).
+
+    Raises:
+        DataError: unreadable file, missing columns, unsupported column types, a missing unit
+            id, or rows not sorted by unit (the file, row group and row are named).
+    """
+    p = Path(path)
+    pf = _open(p)
+    _check_schema(pf.schema_arrow, p.name, spec)
+    rg_ends = np.cumsum([pf.metadata.row_group(i).num_rows for i in range(pf.metadata.num_row_groups)])
+    w = spec.grid.weights
+    total = CurveSums(0, quantisation_exponent(spec.tau), (0,) * spec.grid.size,
+                      (0,) * spec.grid.size if spec.sup_clip is not None else None,
+                      tuple((0,) * spec.grid.size for _ in range(spec.grid.size)) if spec.outer else None,
+                      dict.fromkeys(_COUNT_KEYS, 0))
+    carry: _Rows | None = None
+    first_unit: Any = None
+    last_unit: Any = None
+    offset = 0  # rows of the file already read
+    for batch in pf.iter_batches(batch_size=spec.chunk_rows, columns=spec.columns):
+        m = batch.num_rows
+        if m == 0:
+            continue
+        units = batch.column(spec.unit_column)
+        if pa.types.is_dictionary(units.type):
+            units = units.dictionary_decode()
+        if units.null_count:
+            row = offset + int(np.flatnonzero(units.is_null().to_numpy(zero_copy_only=False))[0])
+            raise DataError(f"{p.name}: column {spec.unit_column!r} has a missing privacy-unit id at row {row + 1} "
+                            f"(row group {_row_group(rg_ends, row)}); every row needs one")
+        change = _check_sorted(units, p.name, spec.unit_column, offset, rg_ends, last_unit)
+        if first_unit is None:
+            first_unit = units[0].as_py()
+        codes = np.concatenate([[0], np.cumsum(change, dtype=np.int64)])
+        rows = _Rows(codes + 1, _float(batch.column(spec.time_column)), _float(batch.column(spec.value_column)),
+                     _curves(batch, spec.curve_column, p.name))
+        if carry is not None:
+            same = units[0].as_py() == last_unit
+            carry = _Rows(np.full(carry.codes.shape, 1 if same else 0), carry.times, carry.values, carry.curves)
+            rows = carry.concat(rows)
+        last_unit = units[m - 1].as_py()
+        start = _last_run_start(rows.codes)
+        if start > 0:
+            total = total + _reduce(rows.slice(0, start), spec, w)
+        carry = rows.slice(start, len(rows.codes))
+        offset += m
+    if carry is not None and len(carry.codes):
+        total = total + _reduce(carry, spec, w)
+    return FilePartial(p.name, total, first_unit, last_unit)
+
+
+def combine_partials(partials: Iterable[FilePartial]) -> CurveSums:
+    """Exact sum of per-file sums, after checking that no unit appears in two files.
+
+    The result does not depend on the order of ``partials`` (integer sums).
+
+    Raises:
+        DataError: two files' unit ranges overlap (a unit may be split between files), or their
+            unit ids have different types.
+    """
+    parts = [q for q in partials]
+    if not parts:
+        raise DataError("dataset.path: no Parquet file to read")
+    filled = [q for q in parts if q.sums.n > 0]
+    try:
+        ordered = sorted(filled, key=lambda q: (q.first_unit, q.source))
+    except TypeError:
+        raise DataError("dataset: the files' unit columns have different types (integer and string ids)") from None
+    for a, b in zip(ordered, ordered[1:], strict=False):
+        if not a.last_unit < b.first_unit:
+            raise DataError(
+                f"dataset: files {a.source!r} and {b.source!r} have overlapping privacy-unit ranges; every unit must "
+                "lie in one file (partition the dataset by unit, each file sorted by unit)"
+            )
+    total = parts[0].sums
+    for q in parts[1:]:
+        total = total + q.sums
+    return total
+
+
+def stream_dataset(path: str | Path, spec: StreamSpec) -> CurveSums:
+    """Stream every file of a dataset in this process and combine the sums exactly (the ``local`` engine).
+
+    >>> import tempfile, os, pyarrow as pa, pyarrow.parquet as pq
+    >>> from fdpcore.grids import midpoint_grid
+    >>> d = tempfile.mkdtemp()
+    >>> pq.write_table(pa.table({"u": [1, 1, 2, 2], "t": [0.0, 1.0, 0.0, 1.0], "v": [0.0, 0.5, 0.25, 0.25]}),
+    ...                os.path.join(d, "a.parquet"))
+    >>> s = stream_dataset(d, StreamSpec("u", "t", "v", (0.0, 1.0), midpoint_grid(2), tau=1.0, chunk_rows=3))
+    >>> s.n, s.mean().tolist()
+    (2, [0.1875, 0.3125])
+    """
+    return combine_partials(ingest_file(f, spec) for f in dataset_files(path))
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+@dataclass(frozen=True, eq=False)
+class _Rows:
+    codes: np.ndarray
+    times: np.ndarray
+    values: np.ndarray
+    curves: np.ndarray | None
+
+    def concat(self, other: _Rows) -> _Rows:
+        curves = None if self.curves is None or other.curves is None else np.concatenate([self.curves, other.curves])
+        return _Rows(np.concatenate([self.codes, other.codes]), np.concatenate([self.times, other.times]),
+                     np.concatenate([self.values, other.values]), curves)
+
+    def slice(self, a: int, b: int) -> _Rows:
+        return _Rows(self.codes[a:b], self.times[a:b], self.values[a:b],
+                     None if self.curves is None else self.curves[a:b])
+
+
+def _reduce(rows: _Rows, spec: StreamSpec, w: np.ndarray) -> CurveSums:
+    """The record-wise steps of the in-memory path on complete units, then exact sums."""
+    t, v, n_outside = rescale_long(rows.times, rows.values, time_domain=spec.time_domain,
+                                   grid_domain=spec.grid.domain_range, value_offset=spec.value_offset,
+                                   value_scale=spec.value_scale)
+    aligned = align_long(rows.codes, t, v, spec.grid, curves=rows.curves)
+    clipped, n_clipped = clip_l2(aligned.data_matrix, w, spec.tau)
+    counts = {"n_rows": int(rows.codes.shape[0]), "n_rows_outside_time_domain": n_outside,
+              "n_rows_nonfinite": aligned.n_rows_dropped, "n_duplicates_merged": aligned.n_duplicates_merged,
+              "n_unalignable_units": aligned.n_unalignable, "n_clipped": n_clipped}
+    return accumulate_curves(clipped, spec.tau, w, sup_clip=spec.sup_clip, outer=spec.outer, counts=counts)
+
+
+def _open(p: Path) -> pq.ParquetFile:
+    try:
+        return pq.ParquetFile(p)
+    except (pa.ArrowException, OSError) as exc:
+        raise DataError(f"{p.name}: not a readable Parquet file ({type(exc).__name__}); check dataset.format and the file") from None
+
+
+def _base_type(t: pa.DataType) -> pa.DataType:
+    return t.value_type if pa.types.is_dictionary(t) else t
+
+
+def _check_schema(schema: pa.Schema, fname: str, spec: StreamSpec) -> None:
+    names = list(schema.names)
+    missing = [c for c in spec.columns if c not in names]
+    if missing:
+        raise DataError(f"{fname}: missing column(s) {missing}; check dataset.unit_column, dataset.time_column, "
+                        "dataset.value_column and dataset.curve_column")
+    ids = [(spec.unit_column, "privacy-unit id")] + ([(spec.curve_column, "curve id")] if spec.curve_column else [])
+    for name, what in ids:
+        t = _base_type(schema.field(name).type)
+        if not (pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t)):
+            raise DataError(f"{fname}: column {name!r} has type {t}; a {what} must be an integer or a string "
+                            "for the streaming engine")
+    for name in (spec.time_column, spec.value_column):
+        t = _base_type(schema.field(name).type)
+        if not (pa.types.is_integer(t) or pa.types.is_floating(t)):
+            raise DataError(f"{fname}: column {name!r} has type {t}; the streaming engine needs an integer or "
+                            "floating column (use engine 'memory' to parse text or decimals)")
+
+
+def _row_group(rg_ends: np.ndarray, row: int) -> int:
+    return int(np.searchsorted(rg_ends, row, side="right"))
+
+
+def _check_sorted(units: pa.Array, fname: str, col: str, offset: int, rg_ends: np.ndarray, prev: Any) -> np.ndarray:
+    """Boolean ``units[i+1] != units[i]``; raises when the file is not sorted by unit."""
+    m = len(units)
+    if prev is not None:
+        try:
+            bad_first = units[0].as_py() < prev
+        except TypeError:  # pragma: no cover - one Parquet column has one type
+            bad_first = True
+        if bad_first:
+            raise _unsorted(fname, col, offset, rg_ends)
+    if m < 2:
+        return np.zeros(0, dtype=bool)
+    a, b = units.slice(0, m - 1), units.slice(1)
+    down = pc.less(b, a).to_numpy(zero_copy_only=False)
+    if down.any():
+        raise _unsorted(fname, col, offset + 1 + int(np.flatnonzero(down)[0]), rg_ends)
+    out: np.ndarray = pc.not_equal(b, a).to_numpy(zero_copy_only=False)
+    return out
+
+
+def _unsorted(fname: str, col: str, row: int, rg_ends: np.ndarray) -> DataError:
+    return DataError(
+        f"{fname}: rows are not sorted by {col!r} at row {row + 1} (row group {_row_group(rg_ends, row)}); the "
+        "streaming engine needs each file sorted by the privacy unit (sort it, or use engine 'memory')"
+    )
+
+
+def _float(col: pa.Array) -> np.ndarray:
+    if pa.types.is_dictionary(col.type):
+        col = col.dictionary_decode()
+    out: np.ndarray = pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False)
+    return out
+
+
+def _curves(batch: pa.RecordBatch, name: str | None, fname: str) -> np.ndarray | None:
+    if name is None:
+        return None
+    col = batch.column(name)
+    if pa.types.is_dictionary(col.type):
+        col = col.dictionary_decode()
+    if col.null_count:
+        raise DataError(f"{fname}: column {name!r} has a missing curve id; every row needs one")
+    out: np.ndarray = col.to_numpy(zero_copy_only=False)
+    return out
+
+
+def _last_run_start(codes: np.ndarray) -> int:
+    """Index where the last run of equal codes starts (codes are non-decreasing)."""
+    n = codes.shape[0]
+    if n == 0:
+        return 0
+    return int(np.searchsorted(codes, codes[-1], side="left"))
