@@ -1,0 +1,481 @@
+"""Function-on-scalar regression with a budget split between ``T1`` and ``T2`` (MATH.md §7, §14 item 9).
+
+Model ``Y_i(t) = x_i^T beta(t) + e_i(t)``; the OLS estimator is ``beta = T1^{-1} T2`` with
+``T1 = (1/n) sum_i x_i x_i^T`` (``p x p``) and ``T2 = (1/n) sum_i Y_i x_i`` (``p`` curves). Both are
+released privately and combined afterwards (post-processing only):
+
+* ``T1``: classical Laplace on its upper triangle, epsilon ``gamma eps`` (with an intercept the
+  ``(1, 1)`` entry is the constant 1 and is released without noise);
+* ``T2``: ICLP-QR shrinkage of its ``p`` coefficient curves and ICLP noise, epsilon ``(1 - gamma) eps``;
+* ``beta~ = T1~^+ T2~`` with a *safe inverse* (eigenvalues floored at a public ``rho_min``).
+
+Records: covariates clipped record-wise to ``||z_i||_2 <= B`` (``B_x`` on the whole ``x`` without an
+intercept; ``B_z`` on the non-constant part with one), curves clipped to ``||Y_i||_W <= tau_Y``.
+Whitened coordinates and OpenDP sampling are those of :mod:`fdpcore.mechanisms`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from fdpcore import _validate
+from fdpcore._typing import ArrayLike, NDArrayFloat
+from fdpcore.accounting import exact
+from fdpcore.eigen import Eigenbasis, weighted_eigenbasis
+from fdpcore.errors import DomainError, PrivacyParameterError
+from fdpcore.estimators import iclp_qr_shrinkage
+from fdpcore.grids import Grid, grid_from_nodes
+from fdpcore.kernels import KernelSpec, decay_rate, kernel_spec
+from fdpcore.mechanisms import LaplaceCalibration, calibrate_iclp, iclp_expected_sq_error, sample_laplace_whitened
+from fdpcore.preprocess import clip_l2
+from fdpcore.sensitivity import iclp_qr_weights
+from fdpcore.tuning import PSS_RULES, pss_iclp_qr
+
+__all__ = [
+    "FosrPlan",
+    "FosrRelease",
+    "clip_covariates",
+    "design_matrix",
+    "draw_fosr_release",
+    "fosr_floor",
+    "fosr_gamma_balanced",
+    "fosr_moments",
+    "fosr_t1_sensitivity",
+    "fosr_t2_sensitivity",
+    "plan_fosr_release",
+    "release_fosr",
+    "safe_inverse",
+    "summarise_fosr",
+]
+
+
+def clip_covariates(covariates: ArrayLike, bound: float) -> tuple[NDArrayFloat, int]:
+    """Record-wise Euclidean clipping ``z_i <- z_i min(1, B/||z_i||_2)`` (``preprocess.clip_l2@1`` with unit weights).
+
+    >>> clip_covariates([[3.0, 4.0], [0.3, 0.4]], 1.0)[0].round(6).tolist()
+    [[0.6, 0.8], [0.3, 0.4]]
+    """
+    z = _validate.finite_matrix("covariates", covariates)
+    return clip_l2(z, np.ones(z.shape[1]), bound)
+
+
+def design_matrix(covariates: ArrayLike, *, intercept: bool) -> NDArrayFloat:
+    """Rows ``x_i = (1, z_i)`` with an intercept, else ``z_i``.
+
+    >>> design_matrix([[2.0], [3.0]], intercept=True).tolist()
+    [[1.0, 2.0], [1.0, 3.0]]
+    """
+    z = _validate.finite_matrix("covariates", covariates)
+    return np.hstack([np.ones((z.shape[0], 1)), z]) if intercept else z
+
+
+def _t1_index(p: int, intercept: bool) -> tuple[NDArrayFloat, NDArrayFloat]:
+    """Upper-triangle indices of ``T1`` that receive noise (``(0, 0)`` excluded with an intercept)."""
+    iu = np.triu_indices(p)
+    keep = ~((iu[0] == 0) & (iu[1] == 0)) if intercept else np.ones(iu[0].shape, dtype=bool)
+    return iu[0][keep], iu[1][keep]
+
+
+def fosr_t1_sensitivity(p: int, *, bound: float, n: int, intercept: bool) -> float:
+    """l1 sensitivity of the noised upper triangle of ``T1`` (formula ``sensitivity.fosr.t1.l1@1``).
+
+    .. math:: \\Delta_1(T_1)\\le\\frac{(p+1)B_x^2}{n}\\ \\text{(no intercept)},\\qquad
+              \\Delta_1(T_1)\\le\\frac{2\\sqrt{p-1}\\,B_z+pB_z^2}{n}\\ \\text{(intercept, } x=(1,z))
+
+    [UPPER] (MATH.md §7): from ``sum_{j<=k} |x_j x_k| = (||x||_1^2 + ||x||_2^2)/2 <= (p+1) B^2 / 2``
+    for each of the two records; not attained in general (``p = 2``, no intercept: the supremum is
+    ``sqrt(5) B^2 / n`` against the bound ``3 B^2 / n``).
+
+    Privacy assumptions: ``p``, ``B`` (``B_x`` or ``B_z``) and ``n`` are public; covariates are
+    clipped record-wise to ``B``; replace-one adjacency.
+
+    >>> fosr_t1_sensitivity(2, bound=1.0, n=10, intercept=False), fosr_t1_sensitivity(2, bound=1.0, n=10, intercept=True)
+    (0.3, 0.4)
+    """
+    p = _validate.positive_int("p", p, minimum=2 if intercept else 1)
+    b = _validate.positive_finite("bound", bound)
+    n = _validate.positive_int("n", n)
+    if intercept:
+        return float((2.0 * math.sqrt(p - 1) * b + p * b * b) / n)
+    return float((p + 1) * b * b / n)
+
+
+def _x_l1_bound(p: int, bound: float, intercept: bool) -> float:
+    """``sup ||x||_1``: ``sqrt(p) B_x`` without an intercept, ``1 + sqrt(p - 1) B_z`` with one."""
+    return 1.0 + math.sqrt(p - 1) * bound if intercept else math.sqrt(p) * bound
+
+
+def fosr_t2_sensitivity(
+    eigenvalues: ArrayLike, *, eta: float, psi: float, tau_y: float, p: int, bound: float, n: int, intercept: bool
+) -> float:
+    """Exact ``1,C``-norm sensitivity of the shrunk ``T2`` on ``H_K^p`` (formula ``sensitivity.fosr.t2.exact@1``).
+
+    .. math:: \\Delta_2=\\frac{2\\,\\sup\\lVert x\\rVert_1\\,\\tau_Y}{n}\\lVert a\\rVert_2,\\qquad
+              \\sup\\lVert x\\rVert_1=\\sqrt p\\,B_x\\ \\text{(no intercept)},\\quad 1+\\sqrt{p-1}\\,B_z\\ \\text{(intercept)}
+
+    with ``a_l = lambda_l^(eta-1/2)/(lambda_l^eta + psi)``. Without an intercept this is MATH.md §7's
+    boxed ``2 sqrt(p) B_x tau_Y ||a||_2 / n``. [EXACT]: ``sum_{m,l} a_l |x_m y_l - x'_m y'_l| <=
+    (||x||_1 + ||x'||_1) sum_l a_l |y_l|`` (Cauchy-Schwarz on ``y``), attained by ``x' = x`` with the
+    largest l1 norm and ``Y' = -Y = -tau_Y sum_l a_l phi_l / ||a||_2`` (feasible with an intercept too).
+
+    Privacy assumptions: as :func:`fosr_t1_sensitivity`, plus ``||Y_i||_W <= tau_Y`` and public
+    kernel, grid, ``eta`` and ``psi``.
+
+    >>> round(fosr_t2_sensitivity([1.0, 0.25], eta=1.0, psi=1.0, tau_y=1.0, p=1, bound=1.0, n=2, intercept=False), 6)
+    0.640312
+    """
+    p = _validate.positive_int("p", p, minimum=2 if intercept else 1)
+    b = _validate.positive_finite("bound", bound)
+    tau_y = _validate.positive_finite("tau_y", tau_y)
+    n = _validate.positive_int("n", n)
+    a = iclp_qr_weights(eigenvalues, eta, psi)
+    return float(2.0 * _x_l1_bound(p, b, intercept) * tau_y / n * np.sqrt(np.sum(a * a)))
+
+
+def fosr_gamma_balanced(*, delta1: float, n_t1: int, delta2: float, p: int, tau_y: float, x_bound: float,
+                        trace: float) -> float:
+    """Default budget share of ``T1`` (formula ``tuning.fosr.gamma_balanced@1``), from public quantities only.
+
+    .. math:: \\gamma=\\frac{r}{1+r},\\qquad r=\\Big(\\frac{d_1\\Delta_1^2\\,(\\tau_Y/B)^2}{p\\,\\Delta_2^2\\,\\mathrm{tr}(C)}\\Big)^{1/3}
+
+    It minimises ``a/gamma^2 + b/(1-gamma)^2``, the two privacy-error terms of ``beta~`` to first order:
+    ``T1`` noise moves ``beta`` by ``T1^{-1} E_1 beta`` (``E||E_1||_F^2 = 2 d1 (Delta1/(gamma eps))^2``)
+    and ``T2`` noise by ``T1^{-1} E_2`` (``E||E_2||^2 = 2 p (Delta2/((1-gamma) eps))^2 tr(C)``); the
+    unknown ``||beta||`` is replaced by its public scale ``tau_Y / B`` (``||T2|| <= B tau_Y`` and
+    ``T1 ~ B^2``), ``B = sup ||x||_2``. Epsilon cancels, so ``gamma`` depends on the design of the
+    release only.
+
+    >>> round(fosr_gamma_balanced(delta1=0.04, n_t1=2, delta2=0.5, p=2, tau_y=1.0, x_bound=1.4, trace=1.0), 4)
+    0.1292
+    """
+    for name, v in (("delta1", delta1), ("delta2", delta2), ("tau_y", tau_y), ("x_bound", x_bound), ("trace", trace)):
+        _validate.positive_finite(name, v)
+    r = (n_t1 * delta1**2 * (tau_y / x_bound) ** 2 / (p * delta2**2 * trace)) ** (1.0 / 3.0)
+    return float(r / (1.0 + r))
+
+
+def fosr_floor(delta1: float, epsilon1: float, p: int) -> float:
+    """Public eigenvalue floor ``rho_min = c Delta1 / (gamma eps)``, ``c = max(sqrt(2 log(p^2)), 1)`` (MATH.md §7, step 2).
+
+    ``Delta1 / (gamma eps)`` is the Laplace scale of each noised ``T1`` entry; ``c`` follows MATH.md
+    (``sqrt(2 log p^2)``) and is held at 1 or more so that ``p = 1`` still has a positive floor.
+
+    >>> round(fosr_floor(0.1, 0.5, 2), 6)
+    0.333022
+    """
+    d = _validate.positive_finite("delta1", delta1)
+    e = _validate.positive_finite("epsilon1", epsilon1)
+    c = max(math.sqrt(2.0 * math.log(p * p)) if p > 1 else 0.0, 1.0)
+    return c * d / e
+
+
+def safe_inverse(t1: ArrayLike, floor: float) -> NDArrayFloat:
+    """Safe inverse ``T1~^+ = Q diag(max(rho, rho_min))^{-1} Q^T`` (formula ``postprocess.fosr.safe_inverse@1``).
+
+    .. math:: \\tilde T_1=Q\\,\\mathrm{diag}(\\varrho)\\,Q^\\top,\\qquad
+              \\tilde T_1^{+}=Q\\,\\mathrm{diag}(\\max(\\varrho,\\varrho_{\\min}))^{-1}Q^\\top
+
+    Post-processing of the released ``T1~`` with a public floor (MATH.md §7): never touches the
+    data, never fails on a singular or indefinite noisy design, and ``||T1~^+||_op <= 1/rho_min``.
+
+    >>> safe_inverse([[2.0, 0.0], [0.0, -1.0]], 0.5).tolist()
+    [[0.5, 0.0], [0.0, 2.0]]
+    """
+    m = _validate.finite_matrix("t1", t1)
+    f = _validate.positive_finite("floor", floor, privacy=False)
+    rho, q = np.linalg.eigh((m + m.T) / 2.0)
+    out: NDArrayFloat = (q / np.maximum(rho, f)) @ q.T
+    return out
+
+
+def fosr_moments(design: ArrayLike, curve_coefficients: ArrayLike) -> tuple[NDArrayFloat, NDArrayFloat]:
+    """``T1 = X^T X / n`` (``p x p``) and ``G = X^T Theta / n`` (``p x J``, the coefficients of ``T2``) (formula ``estimator.fosr.ols@1``).
+
+    .. math:: \\hat\\beta=T_1^{-1}T_2,\\qquad T_1=\\frac1n\\sum_ix_ix_i^\\top,\\qquad
+              G_{ml}=\\frac1n\\sum_ix_{im}\\,\\theta_l(Y_i)
+
+    Pre-noise: never publish or log them.
+
+    >>> t1, g = fosr_moments([[1.0, 1.0], [1.0, -1.0]], [[2.0], [0.0]])
+    >>> t1.tolist(), g.tolist()
+    ([[1.0, 0.0], [0.0, 1.0]], [[1.0], [1.0]])
+    """
+    x = _validate.finite_matrix("design", design)
+    th = _validate.finite_matrix("curve_coefficients", curve_coefficients)
+    if th.shape[0] != x.shape[0]:
+        raise DomainError(f"curve_coefficients has {th.shape[0]} rows but design has {x.shape[0]}")
+    n = x.shape[0]
+    return (x.T @ x) / n, (x.T @ th) / n
+
+
+def _exact_parts(epsilon: float, gamma: float) -> tuple[float, float]:
+    """``(gamma eps, (1 - gamma) eps)`` rounded to decimals that sum exactly to ``eps`` (the ledger's accounting)."""
+    e1 = float(f"{gamma * epsilon:.12g}")
+    rest = exact(epsilon) - exact(e1)
+    e2 = float(rest)
+    if not (0 < e1 < epsilon) or rest <= 0 or exact(e2) != rest:
+        raise PrivacyParameterError(f"gamma ({gamma!r}) must split epsilon ({epsilon!r}) into two exact decimals in (0, epsilon)")
+    return e1, e2
+
+
+@dataclass(frozen=True, eq=False)
+class FosrPlan:
+    """Everything that sets the noise of a FoSR release; all of it is public.
+
+    Attributes:
+        basis: kernel eigenbasis of the response curves.
+        n, p: records and columns of the design (intercept included).
+        intercept: whether ``x = (1, z)``.
+        bound: ``B_x`` (no intercept) or ``B_z`` (intercept): covariate clip radius.
+        tau_y: response clip radius.
+        epsilon, gamma, epsilon1, epsilon2: total, share of ``T1``, and the two parts (exact decimals).
+        gamma_rule: ``"fixed"`` or ``"balanced"`` (formula ``tuning.fosr.gamma_balanced@1``).
+        eta, psi: ICLP-QR regularisation of ``T2``; tuning / tuning_formula: how they were set.
+        delta1, delta2: sensitivities of ``T1`` (l1) and of the shrunk ``T2`` (``1,C``).
+        calibration1, calibration2: OpenDP-certified Laplace calibrations of the two parts.
+        floor: ``rho_min`` of the safe inverse.
+    """
+
+    basis: Eigenbasis
+    n: int
+    p: int
+    intercept: bool
+    bound: float
+    tau_y: float
+    epsilon: float
+    gamma: float
+    epsilon1: float
+    epsilon2: float
+    gamma_rule: str
+    eta: float
+    psi: float
+    tuning: str
+    tuning_formula: str | None
+    beta: float
+    delta1: float
+    delta2: float
+    calibration1: LaplaceCalibration
+    calibration2: LaplaceCalibration
+    floor: float
+
+    @property
+    def t1_index(self) -> tuple[NDArrayFloat, NDArrayFloat]:
+        """Upper-triangle entries of ``T1`` that receive noise."""
+        return _t1_index(self.p, self.intercept)
+
+    @property
+    def budget_splits(self) -> list[dict[str, float | str]]:
+        """The two named parts of the release; they sum exactly to ``(epsilon, 0)``."""
+        return [{"name": "T1 (design moments)", "epsilon": self.epsilon1, "delta": 0.0},
+                {"name": "T2 (cross-moment curves)", "epsilon": self.epsilon2, "delta": 0.0}]
+
+    @property
+    def expected_sq_l2_error_t2(self) -> float:
+        """``E||T2~ - T2hat||^2`` summed over the ``p`` curves: ``p 2 b^2 tr(C)`` (``noise.iclp.expected_sq_l2@1``)."""
+        return self.p * iclp_expected_sq_error(self.basis.eigenvalues, self.calibration2.scale)
+
+    @property
+    def formulas(self) -> list[str]:
+        """Every formula id this plan relies on."""
+        ids = {"grid.midpoint@1" if self.basis.grid.rule == "midpoint" else "grid.trapezoid@1", "eigen.weighted_kl@1",
+               "preprocess.clip_l2@1", "estimator.fosr.ols@1", "estimator.mean.iclp_qr@1", "sensitivity.fosr.t1.l1@1",
+               "sensitivity.fosr.t2.exact@1", "calibration.iclp.laplace_whitened@1", "noise.iclp.expected_sq_l2@1",
+               "postprocess.fosr.safe_inverse@1", "accounting.pure.sequential@1"}
+        if self.gamma_rule == "balanced":
+            ids.add("tuning.fosr.gamma_balanced@1")
+        if self.tuning_formula is not None:
+            ids.add(self.tuning_formula)
+        return sorted(ids)
+
+
+def plan_fosr_release(
+    grid: Grid,
+    kernel: Mapping[str, object] | KernelSpec,
+    *,
+    n: int,
+    n_covariates: int,
+    intercept: bool,
+    bound: float,
+    tau_y: float,
+    epsilon: float,
+    gamma: float | None = None,
+    eta: float | None = None,
+    psi: float | None = None,
+    tuning: str | None = None,
+    floor: float | None = None,
+    secure: bool = True,
+) -> FosrPlan:
+    """Fix the noise of a FoSR release from public inputs only (MATH.md §7).
+
+    Args:
+        n_covariates: number ``q`` of scalar covariates; ``p = q + 1`` with an intercept, else ``q``.
+        bound: ``B_z`` (with an intercept) or ``B_x``: the covariates' Euclidean clip radius.
+        gamma: share of epsilon spent on ``T1``; ``None`` uses :func:`fosr_gamma_balanced`.
+        eta, psi, tuning: ``T2``'s ICLP-QR regularisation, fixed or by a PSS rule (default ``exact_balanced``).
+        floor: ``rho_min`` of the safe inverse (a public lower bound on the design's smallest
+            eigenvalue); ``None`` uses :func:`fosr_floor`.
+
+    Raises:
+        PrivacyParameterError: non-positive epsilon, radii or parameters; ``gamma`` outside (0, 1).
+        DomainError: unknown rule; ``p >= n``.
+
+    >>> from fdpcore.grids import midpoint_grid
+    >>> pl = plan_fosr_release(midpoint_grid(31), {"name": "matern", "nu": 1.5, "rho": 0.1}, n=93, n_covariates=1,
+    ...                        intercept=True, bound=1.0, tau_y=1.0, epsilon=1.0, secure=False)
+    >>> pl.p, pl.epsilon1 + pl.epsilon2, pl.gamma_rule
+    (2, 1.0, 'balanced')
+    """
+    q = _validate.positive_int("n_covariates", n_covariates)
+    p = q + 1 if intercept else q
+    n = _validate.positive_int("n", n)
+    if p >= n:
+        raise DomainError(f"n ({n}) must exceed the number of regression coefficients p ({p})")
+    bound = _validate.positive_finite("bound", bound)
+    tau_y = _validate.positive_finite("tau_y", tau_y)
+    epsilon = _validate.positive_finite("epsilon", epsilon)
+    spec = kernel_spec(kernel)
+    basis = weighted_eigenbasis(spec, grid)
+    beta = decay_rate(spec, basis.eigenvalues)
+    if (eta is None) != (psi is None):
+        raise DomainError("eta and psi must be given together, or both left to the tuning rule")
+    if eta is not None and psi is not None:
+        if tuning not in (None, "fixed"):
+            raise DomainError(f"tuning ({tuning!r}) must be left unset when eta and psi are fixed")
+        rule, rule_formula = "fixed", None
+        eta, psi = _validate.positive_finite("eta", eta), _validate.positive_finite("psi", psi)
+    else:
+        rule = tuning or "exact_balanced"
+        if rule not in PSS_RULES:
+            raise DomainError(f"tuning ({rule!r}) must be one of {sorted(PSS_RULES)}")
+        choice = pss_iclp_qr(rule, beta=beta, n=n, epsilon=epsilon)
+        eta, psi, rule_formula = float(choice.eta or 0.0), float(choice.psi or 0.0), choice.formula_id
+    lam = basis.eigenvalues
+    d1 = fosr_t1_sensitivity(p, bound=bound, n=n, intercept=intercept)
+    d2 = fosr_t2_sensitivity(lam, eta=eta, psi=psi, tau_y=tau_y, p=p, bound=bound, n=n, intercept=intercept)
+    n_t1 = _t1_index(p, intercept)[0].shape[0]
+    x_bound = math.sqrt(1.0 + bound * bound) if intercept else bound
+    if gamma is None:
+        g, gamma_rule = fosr_gamma_balanced(delta1=d1, n_t1=n_t1, delta2=d2, p=p, tau_y=tau_y, x_bound=x_bound,
+                                            trace=basis.trace), "balanced"
+        g = float(f"{g:.2g}")  # two significant digits: a readable public share
+    else:
+        g, gamma_rule = float(gamma), "fixed"
+    if not (math.isfinite(g) and 0.0 < g < 1.0):
+        raise PrivacyParameterError(f"gamma ({gamma!r}) must be in (0, 1)")
+    e1, e2 = _exact_parts(epsilon, g)
+    cal1 = calibrate_iclp(d1, e1, n_basis=n_t1, secure=secure)
+    cal2 = calibrate_iclp(d2, e2, n_basis=p * basis.n_basis, secure=secure)
+    rho_min = fosr_floor(d1, e1, p) if floor is None else _validate.positive_finite("floor", floor)
+    return FosrPlan(basis, n, p, bool(intercept), bound, tau_y, epsilon, g, e1, e2, gamma_rule, eta, psi, rule,
+                    rule_formula, beta, d1, d2, cal1, cal2, rho_min)
+
+
+def summarise_fosr(
+    clipped_covariates: ArrayLike, clipped_curves: ArrayLike, plan: FosrPlan
+) -> tuple[NDArrayFloat, NDArrayFloat]:
+    """Pre-noise whitened coordinates: the noised ``T1`` entries and ``s_l G_ml / sqrt(lambda_l)`` (``p J``).
+
+    Never publish them. Covariates (without the intercept column) must already be clipped to
+    ``plan.bound`` and curves to ``plan.tau_y``.
+    """
+    z = _validate.finite_matrix("covariates", clipped_covariates)
+    y = _validate.finite_matrix("curves", clipped_curves, plan.basis.grid.size)
+    q = plan.p - 1 if plan.intercept else plan.p
+    if z.shape != (plan.n, q) or y.shape[0] != plan.n:
+        raise DomainError(f"covariates (shape {z.shape}) and curves ({y.shape[0]} rows) must have n = {plan.n} rows "
+                          f"and {q} covariate columns")
+    lam = plan.basis.eigenvalues
+    t1, g = fosr_moments(design_matrix(z, intercept=plan.intercept), plan.basis.coefficients(y))
+    z2 = iclp_qr_shrinkage(lam, plan.eta, plan.psi) * g / np.sqrt(lam)
+    return t1[plan.t1_index], z2.ravel()
+
+
+@dataclass(frozen=True, eq=False)
+class FosrRelease:
+    """A private FoSR release: ``coefficients`` (``draws x p x K`` curves ``beta~_m``), ``t1`` (``draws x p x p``)."""
+
+    coefficients: NDArrayFloat
+    t1: NDArrayFloat
+    plan: FosrPlan
+
+
+def draw_fosr_release(
+    plan: FosrPlan, z1: ArrayLike, z2: ArrayLike, *, draws: int = 1, rng: np.random.Generator | None = None
+) -> tuple[NDArrayFloat, NDArrayFloat]:
+    """Noise both parts, then assemble ``beta~ = T1~^+ T2~`` (post-processing): ``(draws x p x K, draws x p x p)``.
+
+    ``T1``'s noised entries receive ``Lap(Delta1/(gamma eps))``; ``T2``'s coefficient ``(m, l)`` receives
+    ``Lap(Delta2 sqrt(lambda_l)/((1-gamma) eps))`` (OpenDP when the plan is secure). Each draw is a
+    separate ``epsilon``-DP release.
+    """
+    lam, phi = plan.basis.eigenvalues, plan.basis.eigenfunctions
+    noisy1 = sample_laplace_whitened(z1, plan.calibration1, draws=draws, rng=rng)
+    noisy2 = sample_laplace_whitened(z2, plan.calibration2, draws=draws, rng=rng)
+    t1 = np.zeros((noisy1.shape[0], plan.p, plan.p))
+    iu = plan.t1_index
+    t1[:, iu[0], iu[1]] = noisy1
+    t1[:, iu[1], iu[0]] = noisy1
+    if plan.intercept:
+        t1[:, 0, 0] = 1.0
+    g = noisy2.reshape(-1, plan.p, lam.shape[0]) * np.sqrt(lam)
+    inv = np.stack([safe_inverse(m, plan.floor) for m in t1])
+    return (inv @ g) @ phi.T, t1
+
+
+def release_fosr(
+    curves: ArrayLike,
+    covariates: ArrayLike,
+    t: ArrayLike | Grid,
+    *,
+    epsilon: float,
+    tau_y: float,
+    bound: float,
+    kernel: Mapping[str, object],
+    intercept: bool = True,
+    gamma: float | None = None,
+    eta: float | None = None,
+    psi: float | None = None,
+    floor: float | None = None,
+    draws: int = 1,
+    secure: bool = True,
+    rng: np.random.Generator | None = None,
+) -> FosrRelease:
+    """Release differentially private FoSR coefficient curves (Python facade, MATH.md §7).
+
+    Args:
+        curves: ``n x K`` response curves on the grid (one row per privacy unit).
+        covariates: ``n x q`` scalar covariates (without the intercept column).
+        t: grid nodes or a :class:`Grid`.
+        epsilon: total privacy parameter of one draw (``gamma`` of it for ``T1``).
+        tau_y, bound: clip radii of the curves and of the covariates (``B_z`` with an intercept, else ``B_x``).
+        kernel: noise kernel mapping. intercept: add the constant column.
+        gamma, eta, psi, floor: see :func:`plan_fosr_release`.
+        draws, secure, rng: as in :func:`fdpcore.release.release_mean`.
+
+    Privacy assumptions: grid, kernel, radii, ``gamma``, ``(eta, psi)``, the floor and ``n`` are
+    public; one row per privacy unit; replace-one adjacency.
+
+    >>> rng = np.random.default_rng(0)
+    >>> z = rng.choice([-1.0, 1.0], size=(200, 1))
+    >>> y = 0.3 + 0.2 * z * np.linspace(0, 1, 25) + rng.normal(size=(200, 25)) * 0.05
+    >>> r = release_fosr(y, z, np.linspace(0, 1, 25), epsilon=1.0, tau_y=1.0, bound=1.0,
+    ...                  kernel={"name": "matern", "nu": 1.5, "rho": 0.2}, secure=False, rng=rng)
+    >>> r.coefficients.shape, r.plan.budget_splits[0]["epsilon"] + r.plan.budget_splits[1]["epsilon"]
+    ((1, 2, 25), 1.0)
+    """
+    grid = t if isinstance(t, Grid) else grid_from_nodes(t)
+    y = _validate.finite_matrix("curves", curves, grid.size)
+    z = _validate.finite_matrix("covariates", covariates)
+    if z.shape[0] != y.shape[0]:
+        raise DomainError(f"covariates has {z.shape[0]} rows but curves has {y.shape[0]}")
+    plan = plan_fosr_release(grid, kernel, n=y.shape[0], n_covariates=z.shape[1], intercept=intercept, bound=bound,
+                             tau_y=tau_y, epsilon=epsilon, gamma=gamma, eta=eta, psi=psi, floor=floor, secure=secure)
+    zc, _ = clip_covariates(z, plan.bound)
+    yc, _ = clip_l2(y, grid.weights, plan.tau_y)
+    z1, z2 = summarise_fosr(zc, yc, plan)
+    coef, t1 = draw_fosr_release(plan, z1, z2, draws=draws, rng=rng)
+    return FosrRelease(coef, t1, plan)
