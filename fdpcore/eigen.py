@@ -4,7 +4,11 @@ The operator ``f -> C W f`` is symmetrised as ``S = W^{1/2} C W^{1/2} = U Lambda
 and ``phi_j = W^{-1/2} u_j``, so ``Phi^T W Phi = I`` and ``C W phi_j = lambda_j phi_j``.
 Eigenvalues at or below ``rtol * lambda_1`` are dropped (never square-rooted); every
 summary is projected onto the kept span before noise. The basis depends only on
-the kernel and the grid, so it is computed once per (kernel, grid) and cached.
+the kernel and the grid, so it is computed once per (kernel, grid) and cached: in memory
+(an LRU cache) and, when a store is installed with :func:`set_eigen_store` (the release tasks
+install :class:`fdpcore.io.eigencache.DiskEigenCache`), on disk across processes and releases,
+keyed by :func:`eigen_cache_key` (kernel, grid nodes and weights, rtol, normalisation and
+:data:`EIGEN_CODE_VERSION`). This module does no I/O itself.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -20,10 +25,44 @@ from fdpcore.errors import DomainError
 from fdpcore.grids import Grid
 from fdpcore.kernels import KernelSpec, kernel_matrix, kernel_spec
 
-__all__ = ["DEFAULT_RTOL", "Eigenbasis", "weighted_eigenbasis"]
+__all__ = [
+    "DEFAULT_RTOL", "EIGEN_CODE_VERSION", "Eigenbasis", "EigenStore", "clear_memory_cache", "eigen_cache_key",
+    "set_eigen_store",
+    "weighted_eigenbasis",
+]
 
 #: Relative eigenvalue floor r_tol of MATH.md §1.4.
 DEFAULT_RTOL = 1e-12
+
+#: Version of the eigen routine (:func:`_compute`); part of every disk-cache key. Bump it whenever
+#: the numbers :func:`_compute` returns could change (algorithm, sign convention, floor rule).
+EIGEN_CODE_VERSION = "eigen.weighted_kl@1/numpy-eigh/sign-maxabs/1"
+
+
+class EigenStore(Protocol):
+    """A persistent store of eigenbases (see :class:`fdpcore.io.eigencache.DiskEigenCache`)."""
+
+    def load(self, key: bytes) -> tuple[NDArrayFloat, NDArrayFloat, float, int] | None:
+        """``(eigenvalues, eigenfunctions, trace_scale, n_dropped)`` for ``key``, or ``None`` (miss or corrupt)."""
+
+    def save(self, key: bytes, eigenvalues: NDArrayFloat, eigenfunctions: NDArrayFloat, trace_scale: float,
+             n_dropped: int) -> None:
+        """Store an entry (atomically; failures are ignored: the cache is an optimisation only)."""
+
+
+_STORE: list[EigenStore | None] = [None]
+
+
+def set_eigen_store(store: EigenStore | None) -> EigenStore | None:
+    """Install (or remove, with ``None``) the persistent eigenbasis store; returns the previous one.
+
+    >>> previous = set_eigen_store(None)
+    >>> set_eigen_store(previous) is None
+    True
+    """
+    previous = _STORE[0]
+    _STORE[0] = store
+    return previous
 
 
 @dataclass(frozen=True, eq=False)
@@ -106,10 +145,59 @@ def weighted_eigenbasis(
     return _cached_eigenbasis(spec, grid, bool(normalize_trace), float(rtol))
 
 
+def eigen_cache_key(spec: KernelSpec, grid: Grid, normalize: bool, rtol: float) -> bytes:
+    """Canonical bytes of everything the eigenbasis depends on (the disk cache hashes them).
+
+    Floats are written in ``float.hex`` form and arrays as their exact little-endian bytes, so two
+    specs give the same key exactly when they give the same computation.
+
+    >>> from fdpcore.grids import midpoint_grid
+    >>> k = kernel_spec({"name": "brownian"})
+    >>> eigen_cache_key(k, midpoint_grid(4), True, 1e-12) == eigen_cache_key(k, midpoint_grid(4), True, 1e-12)
+    True
+    >>> eigen_cache_key(k, midpoint_grid(4), True, 1e-12) == eigen_cache_key(k, midpoint_grid(5), True, 1e-12)
+    False
+    """
+    def fl(x: float) -> bytes:
+        return float(x).hex().encode()
+
+    parts = [
+        EIGEN_CODE_VERSION.encode(), b"kernel", spec.name.encode(),
+        *(name.encode() + b"=" + fl(value) for name, value in spec.params),
+        b"grid", grid.rule.encode(), fl(grid.domain_range[0]), fl(grid.domain_range[1]),
+        np.ascontiguousarray(grid.grid_points, dtype="<f8").tobytes(),
+        np.ascontiguousarray(grid.weights, dtype="<f8").tobytes(),
+        b"normalize=" + (b"1" if normalize else b"0"), b"rtol=" + fl(rtol),
+    ]
+    # length-prefixed, so no two different part lists give the same bytes
+    return b"".join(len(p).to_bytes(8, "little") + p for p in parts)
+
+
 @functools.lru_cache(maxsize=64)
 def _cached_eigenbasis(spec: KernelSpec, grid: Grid, normalize: bool, rtol: float) -> Eigenbasis:
     # Grid hashes and compares by its exact nodes and weights, so equal grids share one entry.
-    return _compute(spec, grid, normalize, rtol)
+    store = _STORE[0]
+    if store is None:
+        return _compute(spec, grid, normalize, rtol)
+    key = eigen_cache_key(spec, grid, normalize, rtol)
+    hit = store.load(key)
+    if hit is not None:
+        lam, phi, scale, n_dropped = hit
+        if phi.shape == (grid.size, lam.shape[0]) and lam.ndim == 1:
+            lam.setflags(write=False)
+            phi.setflags(write=False)
+            return Eigenbasis(lam, phi, grid, spec, float(scale), int(n_dropped))
+    basis = _compute(spec, grid, normalize, rtol)
+    store.save(key, basis.eigenvalues, basis.eigenfunctions, basis.trace_scale, basis.n_dropped)
+    return basis
+
+
+def clear_memory_cache() -> None:
+    """Empty the in-process LRU cache (the disk store, if any, is kept).
+
+    >>> clear_memory_cache()
+    """
+    _cached_eigenbasis.cache_clear()
 
 
 def _compute(spec: KernelSpec, grid: Grid, normalize: bool, rtol: float) -> Eigenbasis:
