@@ -67,6 +67,7 @@ def read_point_table(
     domain: Sequence[tuple[float, float]],
     label_column: str | None = None,
     outside: str = "error",
+    binary_labels: bool = False,
     csv_delimiter: str = ",",
 ) -> PointTable:
     """Read a point table and map it onto ``[0, 1]^d`` (see the module docstring for ``outside``).
@@ -83,7 +84,7 @@ def read_point_table(
     Raises:
         DataError: missing/unreadable file or column, a non-numeric or non-finite coordinate or
             label (the first offending row is named), a coordinate outside the domain with
-            ``outside="error"``, a missing unit id, zero rows.
+            ``outside="error"``, a label other than ``±1`` with ``binary_labels``, a missing unit id, zero rows.
     """
     coords = list(coordinate_columns)
     if len(coords) not in (1, 2) or len(domain) != len(coords):
@@ -120,6 +121,11 @@ def read_point_table(
         n_clamped |= out
         columns.append((np.clip(x, a, b) - a) / (b - a))
     labels = _finite(table.column(label_column), p.name, label_column) if label_column else None
+    if binary_labels and labels is not None:
+        bad = np.flatnonzero(np.abs(labels) != 1.0)
+        if bad.size:
+            raise DataError(f"{p.name}: column {label_column!r} has a label other than -1 or +1 at row {int(bad[0]) + 1}; "
+                            "logistic and hinge losses need labels coded -1/+1")
     return PointTable(codes.astype(np.int64), np.column_stack(columns), labels, int(table.num_rows), int(n_clamped.sum()))
 
 

@@ -1,0 +1,169 @@
+"""KDE (MATH.md §8): exact sensitivities attained and never exceeded on neighbouring tables (incl. a 10-point unit), noise calibration, bad inputs, reader."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats
+
+from fdpcore.errors import DataError, DomainError, PrivacyParameterError
+from fdpcore.grids import grid_from_nodes, midpoint_grid
+from fdpcore.io.points import read_point_table
+from fdpcore.kde import (
+    draw_point_release,
+    hall_kde_paper_sensitivity,
+    hall_kde_sensitivity,
+    kde_bandwidth,
+    kde_iclp_cs_sensitivity,
+    kde_iclp_paper_sensitivity,
+    kde_iclp_sensitivity,
+    plan_kde_release,
+    point_space,
+    release_kde,
+    summarise_kde,
+    unit_point_weights,
+)
+
+G1 = midpoint_grid(40)
+
+
+@pytest.mark.parametrize(("eta", "exact", "cs"), [(1.01, 5.77, 13.57), (1.25, 2.60, 4.60), (1.5, 1.26, 2.17)])
+def test_exact_and_cs_sensitivity_match_math_md_reference_values(eta: float, exact: float, cs: float) -> None:
+    s = point_space({"name": "gaussian", "length_scale": 0.05}, [grid_from_nodes(np.linspace(0, 1, 201))])
+    assert kde_iclp_sensitivity(s, eta=eta, kappa=1.0, n=1)[0] == pytest.approx(exact, abs=0.006)
+    assert kde_iclp_cs_sensitivity(s, eta=eta, kappa=1.0, n=1) == pytest.approx(cs, abs=0.006)
+
+
+def _neighbours(plan, base_pts, base_units, a, b):  # type: ignore[no-untyped-def]
+    """z of D and D' where unit 0's points are a (in D) and b (in D')."""
+    za = summarise_kde(np.vstack([a, base_pts]), np.concatenate([np.zeros(len(a), int), base_units]), plan)
+    zb = summarise_kde(np.vstack([b, base_pts]), np.concatenate([np.zeros(len(b), int), base_units]), plan)
+    return za, zb
+
+
+@pytest.mark.parametrize("axes", [(G1,), (midpoint_grid(12), midpoint_grid(10))], ids=["1d", "2d"])
+def test_iclp_worst_pair_attains_the_exact_sensitivity(axes: tuple) -> None:  # type: ignore[type-arg]
+    n = 30
+    plan = plan_kde_release(axes, n=n, epsilon=1.0, eta=1.25, kernel="exponential" if len(axes) == 2 else "gaussian",
+                            secure=False)
+    rng = np.random.default_rng(0)
+    base = rng.uniform(size=(n - 1, len(axes)))
+    _, (k, l) = kde_iclp_sensitivity(plan.space, eta=1.25, kappa=plan.parameters["kappa"], n=n)
+    nodes = plan.space.nodes
+    za, zb = _neighbours(plan, base, np.arange(1, n), nodes[[k]], nodes[[l]])
+    assert np.abs(za - zb).sum() == pytest.approx(plan.sensitivity, rel=1e-10)
+    assert plan.paper_sensitivity != pytest.approx(plan.sensitivity)  # the paper's bound differs (MATH.md §14 item 10)
+    assert plan.sensitivity <= kde_iclp_cs_sensitivity(plan.space, eta=1.25, kappa=plan.parameters["kappa"], n=n)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), m=st.integers(1, 10), two_d=st.booleans())
+def test_iclp_neighbours_never_exceed_the_bound_even_with_a_ten_point_unit(seed: int, m: int, two_d: bool) -> None:
+    axes = (midpoint_grid(10), midpoint_grid(8)) if two_d else (G1,)
+    n = 12
+    plan = plan_kde_release(axes, n=n, epsilon=1.0, eta=1.1, secure=False)
+    rng = np.random.default_rng(seed)
+    d = len(axes)
+    base = rng.uniform(size=(3 * (n - 1), d))
+    units = np.repeat(np.arange(1, n), 3)
+    za, zb = _neighbours(plan, base, units, rng.uniform(size=(10, d)), rng.uniform(size=(m, d)))
+    assert np.abs(za - zb).sum() <= plan.sensitivity * (1 + 1e-9)
+
+
+def test_unit_average_reduces_a_ten_point_unit_to_one_contribution() -> None:
+    plan = plan_kde_release(G1, n=2, epsilon=1.0, eta=1.25, secure=False)
+    same = np.full((10, 1), 0.3)
+    z10 = summarise_kde(np.vstack([same, [[0.7]]]), np.array([0] * 10 + [1]), plan)
+    z1 = summarise_kde(np.array([[0.3], [0.7]]), np.array([0, 1]), plan)
+    assert np.allclose(z10, z1)
+    n, w = unit_point_weights(np.array([5] * 10 + [2]))
+    assert n == 2 and w.sum() == pytest.approx(2.0)
+
+
+def test_hall_sensitivity_is_attained_by_the_far_pair_and_never_exceeded() -> None:
+    n, h = 50, 0.3
+    plan = plan_kde_release(midpoint_grid(120), n=n, epsilon=1.0, delta=1e-5, mechanism="hall_gp", bandwidth=h, secure=False)
+    assert plan.sensitivity == pytest.approx(hall_kde_sensitivity(n, bandwidth=h, dim=1, diameter=1.0))
+    assert plan.sensitivity < plan.paper_sensitivity == hall_kde_paper_sensitivity(n, bandwidth=h, dim=1)
+    rng = np.random.default_rng(3)
+    base = rng.uniform(size=(n - 1, 1))
+    za, zb = _neighbours(plan, base, np.arange(1, n), np.array([[0.0]]), np.array([[1.0]]))
+    worst = float(np.linalg.norm(za - zb))  # Cameron-Martin norm of the projected grid difference
+    assert 0.97 * plan.sensitivity <= worst <= plan.sensitivity * (1 + 1e-9)
+    for _ in range(30):
+        za, zb = _neighbours(plan, base, np.arange(1, n), rng.uniform(size=(10, 1)), rng.uniform(size=(3, 1)))
+        assert np.linalg.norm(za - zb) <= plan.sensitivity * (1 + 1e-9)
+
+
+def test_hall_2d_exact_bound_uses_the_box_diagonal() -> None:
+    plan = plan_kde_release((midpoint_grid(15), midpoint_grid(15)), n=100, epsilon=1.0, delta=1e-5, mechanism="hall_gp",
+                            bandwidth=0.5, secure=False)
+    assert plan.sensitivity == pytest.approx(math.sqrt(2 * (1 - math.exp(-2 / (2 * 0.25)))) / (100 * 2 * math.pi * 0.25))
+
+
+@pytest.mark.parametrize("mechanism", ["iclp_qr", "hall_gp"])
+def test_noise_spread_matches_the_calibration(mechanism: str) -> None:
+    delta = 1e-5 if mechanism == "hall_gp" else 0.0
+    plan = plan_kde_release(G1, n=200, epsilon=0.5, delta=delta, mechanism=mechanism, eta=1.25 if mechanism == "iclp_qr" else None,
+                            secure=False)
+    rng = np.random.default_rng(11)
+    draws = draw_point_release(plan, np.zeros(plan.space.n_basis), draws=20000, rng=rng)
+    white = plan.space.coefficients(draws) / np.sqrt(plan.space.eigenvalues)
+    scale = plan.calibration.scale
+    if mechanism == "iclp_qr":
+        assert scale == pytest.approx(plan.sensitivity / 0.5)
+        assert stats.kstest(white[:, 0] / scale, "laplace").pvalue > 1e-3
+    else:
+        assert stats.kstest(white[:, 0] / scale, "norm").pvalue > 1e-3
+    sq = float(np.mean(draws**2 @ plan.space.weights))
+    assert sq == pytest.approx(plan.expected_sq_l2_error, rel=0.05)
+
+
+def test_secure_release_is_drawn_by_opendp_and_has_the_grid_shape() -> None:
+    rng = np.random.default_rng(5)
+    values, plan = release_kde(rng.uniform(size=(300, 1)), axes=G1, epsilon=1.0, eta=1.25)
+    assert values.shape == (1, 40) and plan.calibration.secure
+
+
+def test_bandwidth_rule_and_bad_inputs() -> None:
+    assert kde_bandwidth(2000, 1) == pytest.approx(2000 ** -0.2)
+    plan = plan_kde_release(G1, n=100, epsilon=1.0, eta=1.25, secure=False)
+    assert plan.parameters["bandwidth"] == pytest.approx(100 ** -0.2)
+    with pytest.raises(DomainError, match="unit box"):
+        summarise_kde(np.array([[1.2]] + [[0.5]] * 99), np.arange(100), plan)
+    with pytest.raises(DomainError, match="plan is for n = 100"):
+        summarise_kde(np.array([[0.5]] * 10), np.arange(10), plan)
+    with pytest.raises(DomainError, match="must be 'gaussian'"):
+        plan_kde_release(G1, n=10, epsilon=1.0, delta=1e-5, mechanism="hall_gp", kernel="exponential", secure=False)
+    with pytest.raises(PrivacyParameterError, match="delta"):
+        plan_kde_release(G1, n=10, epsilon=1.0, mechanism="hall_gp", secure=False)
+    with pytest.raises(PrivacyParameterError, match="eta"):
+        plan_kde_release(G1, n=10, epsilon=1.0, secure=False)
+    with pytest.raises(PrivacyParameterError, match="delta"):
+        plan_kde_release(G1, n=10, epsilon=1.0, eta=1.25, delta=0.1, secure=False)
+    with pytest.raises(DomainError, match=r"must be \[0, 1\]"):
+        plan_kde_release(midpoint_grid(10, (0.0, 2.0)), n=10, epsilon=1.0, eta=1.25, secure=False)
+    assert kde_iclp_paper_sensitivity(plan.space, eta=1.25, kappa=1.0, n=10) > 0
+
+
+def test_reader_errors_name_the_row_and_clamp_is_counted(tmp_path: Path) -> None:
+    path = tmp_path / "pts.csv"
+    pd.DataFrame({"id": ["a", "b", "c"], "x": [1.0, 12.0, -3.0], "y": [1, 0, 1]}).to_csv(path, index=False)
+    with pytest.raises(DataError, match=r"column 'x' has a point outside the public domain \[0, 10\] at row 2"):
+        read_point_table(path, "csv", unit_column="id", coordinate_columns=["x"], domain=[(0.0, 10.0)])
+    t = read_point_table(path, "csv", unit_column="id", coordinate_columns=["x"], domain=[(0.0, 10.0)], outside="clamp")
+    assert t.n_clamped == 2 and t.points[:, 0].tolist() == [0.1, 1.0, 0.0]
+    with pytest.raises(DataError, match="label other than -1 or \\+1 at row 2"):
+        read_point_table(path, "csv", unit_column="id", coordinate_columns=["x"], domain=[(-5.0, 15.0)],
+                         label_column="y", binary_labels=True)
+    pd.DataFrame({"id": ["a"], "x": [float("nan")]}).to_csv(path, index=False)
+    with pytest.raises(DataError, match="non-finite entry at row 1"):
+        read_point_table(path, "csv", unit_column="id", coordinate_columns=["x"], domain=[(0.0, 10.0)])
+    with pytest.raises(DataError, match="missing column"):
+        read_point_table(path, "csv", unit_column="id", coordinate_columns=["z"], domain=[(0.0, 10.0)])
