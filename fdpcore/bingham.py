@@ -133,7 +133,7 @@ def _acg_draw(a: NDArrayFloat, rng: np.random.Generator) -> NDArrayFloat:
 def _acg_draw_one(a: NDArrayFloat, rng: np.random.Generator) -> NDArrayFloat:
     """:func:`_acg_draw` for one matrix, calling LAPACK directly (no stack overhead per call)."""
     q = a.shape[0]
-    lam, _, info = lapack.dsyevd(a, compute_v=0)
+    lam, _, info = lapack.dsyevd(a.T, compute_v=0)  # a is symmetric: its transpose is a Fortran-ordered view
     if info != 0:
         raise InternalError(f"dsyevd failed (info {info})")  # pragma: no cover
     lmax = float(lam[-1])
@@ -148,7 +148,7 @@ def _acg_draw_one(a: NDArrayFloat, rng: np.random.Generator) -> NDArrayFloat:
     a_t.flat[:: q + 1] += lmax  # lmax I - a
     omega = (2.0 / b) * a_t
     omega.flat[:: q + 1] += 1.0  # I + 2 a_t / b
-    upper, info = lapack.dpotrf(omega, lower=0, overwrite_a=1)  # Omega = U^T U
+    upper, info = lapack.dpotrf(omega.T, lower=0, overwrite_a=1)  # Omega = U^T U (symmetric: transpose is F-ordered)
     if info != 0:
         raise InternalError(f"dpotrf failed (info {info})")  # pragma: no cover
     log_const = (q - b) / 2.0 - (q / 2.0) * math.log(q / b)
