@@ -113,6 +113,11 @@ _ENTRIES = [
     Formula("sensitivity.cov.public_center@1", "fdpcore.covariance.covariance_public_sensitivity", "§6 (a)", "UPPER"),
     Formula("sensitivity.cov.sample_mean_center@1", "fdpcore.covariance.covariance_sample_mean_sensitivity", "§6 (b)", "UPPER"),
     Formula("postprocess.cov.psd_projection@1", "fdpcore.covariance.psd_projection", "§6", "DEFINITION"),
+    Formula("estimator.fosr.ols@1", "fdpcore.regression.fosr_moments", "§7", "DEFINITION"),
+    Formula("sensitivity.fosr.t1.l1@1", "fdpcore.regression.fosr_t1_sensitivity", "§7", "UPPER"),
+    Formula("sensitivity.fosr.t2.exact@1", "fdpcore.regression.fosr_t2_sensitivity", "§7, §14 item 9", "EXACT"),
+    Formula("tuning.fosr.gamma_balanced@1", "fdpcore.regression.fosr_gamma_balanced", "§7 (derived here)", "RULE"),
+    Formula("postprocess.fosr.safe_inverse@1", "fdpcore.regression.safe_inverse", "§7", "DEFINITION"),
 ]
 
 #: All registered formulas by id.

@@ -17,9 +17,11 @@ from fdp.flows.erm_release import erm_release
 from fdp.flows.fpca_release import fpca_release
 from fdp.flows.kde_release import kde_release
 from fdp.flows.mean_release import mean_release
+from fdp.flows.regression_release import fosr_release
 from fdp.schemas import CovarianceReleaseConfig, FpcaReleaseConfig, ReleaseConfig
 from fdp.schemas.erm import ErmReleaseConfig
 from fdp.schemas.kde import KdeReleaseConfig
+from fdp.schemas.regression import FosrReleaseConfig
 
 __all__ = ["SUMMARIES", "Summary"]
 
@@ -41,6 +43,7 @@ SUMMARIES: dict[str, Summary] = {
     "mean": Summary(ReleaseConfig, mean_release),
     "fpca": Summary(FpcaReleaseConfig, fpca_release),
     "covariance": Summary(CovarianceReleaseConfig, covariance_release),
+    "fosr": Summary(FosrReleaseConfig, fosr_release),
     "kde": Summary(KdeReleaseConfig, kde_release),
     "erm": Summary(ErmReleaseConfig, erm_release),
 }

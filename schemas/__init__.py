@@ -19,6 +19,7 @@ from fdp.schemas.config import (
 from fdp.schemas.ledger import BudgetAmount, ChargeRequest, LedgerEntry, LedgerProvenance, PeriodBudget, PrivacyBudget
 from fdp.schemas.fpca import FpcaManifest, FpcaReleaseConfig
 from fdp.schemas.covariance import CovarianceManifest, CovarianceReleaseConfig
+from fdp.schemas.regression import FosrManifest, FosrReleaseConfig
 from fdp.schemas.internal import CurveBatch, MeanSummary, NoisePlan
 from fdp.schemas.records import (
     BudgetSplit,
@@ -45,6 +46,8 @@ __all__ = [
     "CurveBatch",
     "DatasetSpec",
     "ErmReleaseConfig",
+    "FosrManifest",
+    "FosrReleaseConfig",
     "FpcaManifest",
     "FpcaReleaseConfig",
     "GridSpec",

@@ -1,0 +1,107 @@
+"""Scalar covariates per privacy unit, read from the same long table as the curves (MATH.md §7).
+
+A covariate must be constant within a privacy unit (sex, treatment group, a baseline measure);
+otherwise a :class:`~fdpcore.errors.DataError` names the file, the column and the data row where
+the unit's value changes. Categorical covariates are encoded by a *public* mapping from the config
+(e.g. ``{"M": 1, "F": -1}``); a category that the mapping does not list is an error naming the row.
+Messages never quote a data value. Rows are numbered from 1 (the header excluded), as in
+:func:`fdpcore.io.read_long_table`, whose file, column and number checks this reader reuses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from fdpcore._typing import NDArrayFloat
+from fdpcore.errors import DataError
+from fdpcore.io.tables import _check_id_type, _ids, _numeric, _read_csv, _read_parquet
+from fdpcore.preprocess import _codes
+
+__all__ = ["UnitCovariates", "read_unit_covariates"]
+
+
+@dataclass(frozen=True, eq=False)
+class UnitCovariates:
+    """One row of encoded covariates per privacy unit, in the unit order of :func:`fdpcore.preprocess.align_long`."""
+
+    values: NDArrayFloat
+    names: tuple[str, ...]
+    n_units: int
+
+
+def read_unit_covariates(
+    path: str | Path,
+    fmt: str,
+    *,
+    unit_column: str,
+    covariates: Sequence[tuple[str, Mapping[str, float] | None]],
+    csv_delimiter: str = ",",
+) -> UnitCovariates:
+    """Read covariates ``(name, encoding or None)`` per privacy unit.
+
+    ``encoding=None``: the column must be numeric. A mapping: every entry (as text) must be one of its
+    keys and is replaced by the mapped number. Every row of a unit must carry the same value.
+
+    >>> import tempfile, os
+    >>> d = tempfile.mkdtemp()
+    >>> with open(os.path.join(d, "x.csv"), "w") as fh:
+    ...     _ = fh.write("id,t,sex,age\\nb,0,F,7\\nb,1,F,7\\na,0,M,9\\n")
+    >>> c = read_unit_covariates(os.path.join(d, "x.csv"), "csv", unit_column="id",
+    ...                          covariates=[("sex", {"M": 1.0, "F": -1.0}), ("age", None)])
+    >>> c.values.tolist(), c.names
+    ([[1.0, 9.0], [-1.0, 7.0]], ('sex', 'age'))
+
+    Raises:
+        DataError: missing file or column, a non-numeric or missing entry, a category outside the
+            encoding, a covariate that changes within a unit (each names the column and the row).
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise DataError(f"dataset.path: file {str(p)!r} does not exist; check the path (relative paths are resolved against the config file)")
+    names = [name for name, _ in covariates]
+    wanted = list(dict.fromkeys([unit_column, *names]))
+    if fmt == "parquet":
+        table = _read_parquet(p, wanted)
+    elif fmt == "csv":
+        table = _read_csv(p, wanted, csv_delimiter)
+    else:
+        raise DataError(f"dataset.format ({fmt!r}) must be 'parquet' or 'csv'")
+    if table.num_rows == 0:
+        raise DataError(f"{p.name}: the file has zero data rows; check dataset.path")
+    _check_id_type(table, p.name, unit_column, "privacy-unit id")
+    codes, n_units = _codes(_ids(table.column(unit_column), p.name, unit_column, "privacy-unit id"), "units")
+    out = np.empty((n_units, len(covariates)))
+    for k, (name, encoding) in enumerate(covariates):
+        col = table.column(name)
+        if encoding is None:
+            v = _numeric(col, p.name, name)
+            bad = ~np.isfinite(v)
+            what = "a missing or non-finite value"
+        else:
+            text = pd.Series(col.to_pandas(), dtype=object)
+            missing = text.isna().to_numpy()
+            keys = {str(key): float(val) for key, val in encoding.items()}
+            mapped = text.map(lambda x: keys.get(str(x).strip()) if x is not None else None)
+            v = pd.to_numeric(mapped, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+            bad = np.isnan(v)
+            what = "a category that is not listed in its encoding" if not missing[bad].all() else "a missing value"
+        if bad.any():
+            raise DataError(f"{p.name}: column {name!r} has {what} at row {int(np.flatnonzero(bad)[0]) + 1}; "
+                            "every row needs a covariate value (check covariates[].encoding)")
+        first = np.full(n_units, -1, dtype=np.int64)
+        order = np.arange(codes.shape[0])[::-1]
+        first[codes[order]] = order  # the first row of each unit
+        changes = v != v[first[codes]]
+        if changes.any():
+            row = int(np.flatnonzero(changes)[0])
+            raise DataError(
+                f"{p.name}: column {name!r} is not constant within a privacy unit: row {row + 1} differs from the "
+                f"unit's first row {int(first[codes[row]]) + 1}; a covariate must have one value per unit"
+            )
+        out[:, k] = v[first]
+    return UnitCovariates(out, tuple(names), n_units)

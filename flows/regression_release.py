@@ -1,0 +1,52 @@
+"""The ``fosr_release`` Prefect flow: ingest -> align -> centre -> clip -> covariates -> plan -> summarise -> charge -> noise -> publish."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import flow
+
+from fdp.flows._steps import already_published, announce, cancel_unless_noised, charge
+from fdp.schemas.regression import FosrReleaseConfig
+from fdp.tasks import clip_curves, load_curves
+from fdp.tasks.covariance import center_curves
+from fdp.tasks.regression import (
+    draw_fosr,
+    fosr_charge_request,
+    load_covariates,
+    plan_fosr,
+    publish_fosr,
+    summarise_fosr_data,
+)
+
+
+@flow(name="fosr-release", flow_run_name="fosr-release-{release_id}", persist_result=False, retries=0)
+def fosr_release(
+    config: FosrReleaseConfig,
+    config_sha256: str,
+    config_dir: str,
+    out_dir: str,
+    ledger_url: str,
+    release_id: str,
+    period: str | None = None,
+) -> dict[str, Any]:
+    """Publish differentially private function-on-scalar regression coefficient curves; returns the manifest.
+
+    Same contract as ``mean_release``. The cost is one charge with two named parts (T1 with
+    ``gamma epsilon``, T2 with the rest); the charge is made final right before the single draw of
+    both parts, and the coefficient curves are assembled from the noisy parts only.
+    """
+    if (done := already_published(ledger_url, release_id, config_sha256, out_dir)) is not None:
+        return done
+    curves = load_curves(config, config_dir)
+    plan = plan_fosr(config, curves.n_samples)
+    covariates = load_covariates(config, config_dir, curves.n_samples)
+    batch = clip_curves(center_curves(curves, plan.reference), config)
+    data = summarise_fosr_data(batch, covariates, plan)
+    request = fosr_charge_request(config, config_sha256, plan, batch.counts).model_copy(update={"period": period})
+    if (done := charge(ledger_url, release_id, request, out_dir)) is not None:
+        return done
+    with cancel_unless_noised(ledger_url, release_id):
+        drawn = draw_fosr(ledger_url, release_id, plan, data)
+    manifest = publish_fosr(ledger_url, release_id, config, config_sha256, plan, drawn, out_dir)
+    return announce(manifest, "fosr-release", out_dir)

@@ -1,0 +1,129 @@
+"""Release config, public manifest and internal envelopes of function-on-scalar regression (MATH.md §7)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import Field, field_validator, model_validator
+
+from fdp.schemas._base import Frozen, Internal, PositiveFloat
+from fdp.schemas.config import BudgetSpec, ClippingSpec, DatasetSpec, GridSpec, PrivacySpec
+from fdp.schemas.covariance import RegularisationSpec, kernel_mapping
+from fdp.schemas.fpca import ReferenceCurveSpec
+from fdp.schemas.records import BudgetSplit, OutputFile, PrivacyRecord, Provenance
+
+__all__ = ["CovariateSpec", "FosrData", "FosrManifest", "FosrPlanEnvelope", "FosrReleaseConfig", "SplitSpec"]
+
+
+class CovariateSpec(Frozen):
+    """A scalar covariate column of the dataset, constant within each privacy unit."""
+
+    name: str = Field(min_length=1, description="column name in the dataset")
+    encoding: dict[str, float] | None = Field(
+        None, description="public encoding of a categorical column, e.g. {M: 1, F: -1}; omit for a numeric column")
+
+    @field_validator("encoding", mode="before")
+    @classmethod
+    def _keys_text(cls, v: Any) -> Any:
+        return {str(k): val for k, val in v.items()} if isinstance(v, dict) else v
+
+    @model_validator(mode="after")
+    def _informative(self) -> CovariateSpec:
+        if self.encoding is not None:
+            if len(self.encoding) < 2:
+                raise ValueError(f"covariates: encoding of {self.name!r} must list at least two categories")
+            if len(set(self.encoding.values())) < 2:
+                raise ValueError(f"covariates: encoding of {self.name!r} maps every category to the same value; "
+                                 "the design would be singular whatever the data")
+        return self
+
+
+class SplitSpec(Frozen):
+    """The budget split between T1 (design moments) and T2 (cross-moment curves), fixed a priori."""
+
+    gamma: float | None = Field(None, gt=0, lt=1, description="share of epsilon for T1; omit for the balanced rule")
+    floor: PositiveFloat | None = Field(
+        None, description="rho_min of the safe inverse (a public lower bound on the design's smallest eigenvalue); "
+                          "omit for c Delta1/(gamma eps)")
+
+
+class FosrReleaseConfig(Frozen):
+    """A function-on-scalar regression release, as written in YAML."""
+
+    schema_version: Literal[1] = Field(1, description="config schema version")
+    dataset: DatasetSpec
+    grid: GridSpec
+    summary: Literal["fosr"] = Field(description="the functional summary to release")
+    mechanism: Literal["laplace_t1_iclp_qr_t2"] = Field(
+        "laplace_t1_iclp_qr_t2", description="Laplace on vech(T1), ICLP-QR on T2, safe inverse (MATH.md §7)")
+    kernel: dict[str, Any] = Field(description="1-D noise kernel of the coefficient curves")
+    covariates: list[CovariateSpec] = Field(min_length=1, description="scalar covariates (constant within a unit)")
+    intercept: bool = Field(True, description="add the constant covariate 1 (its T1 entry is released without noise)")
+    covariate_bound: PositiveFloat = Field(
+        description="Euclidean clip radius of the encoded covariates (B_z with an intercept, B_x without)")
+    centering: ReferenceCurveSpec | None = Field(
+        None, description="public reference curve subtracted from every response before clipping; added back to "
+                          "the intercept curve (post-processing)")
+    clipping: ClippingSpec = Field(description="tau: L2 clip radius tau_Y of the (centred, rescaled) responses")
+    split: SplitSpec = Field(default_factory=lambda: SplitSpec())
+    tuning: RegularisationSpec = Field(default_factory=lambda: RegularisationSpec())
+    privacy: PrivacySpec
+    budget: BudgetSpec
+
+    _kernel_ok = field_validator("kernel")(classmethod(lambda cls, v: kernel_mapping(v)))
+
+    @model_validator(mode="after")
+    def _consistent(self) -> FosrReleaseConfig:
+        names = [c.name for c in self.covariates]
+        if len(set(names)) != len(names):
+            raise ValueError(f"covariates: names {names} must be distinct (a repeated column makes the design singular)")
+        ds = self.dataset
+        taken = {ds.unit_column, ds.time_column, ds.value_column, ds.curve_column}
+        clash = sorted(set(names) & taken)
+        if clash:
+            raise ValueError(f"covariates {clash} must not be the unit, time, value or curve column")
+        if self.privacy.delta != 0.0:
+            raise ValueError(f"privacy.delta ({self.privacy.delta}) must be 0 for the pure-DP regression release")
+        if self.privacy.calibration != "analytic":
+            raise ValueError(f"privacy.calibration ({self.privacy.calibration!r}) applies to Gaussian mechanisms only")
+        if self.clipping.sup_clip is not None:
+            raise ValueError("clipping.sup_clip is a parameter of the Bernstein mean only")
+        if self.centering is not None and not self.intercept:
+            raise ValueError("centering needs intercept: true (the reference curve is added back to the intercept curve)")
+        return self
+
+
+class FosrManifest(Frozen):
+    """The public manifest of a FoSR release (ReleaseManifest's shape; one sensitivity per budget part)."""
+
+    schema_version: Literal[1] = 1
+    release_id: str
+    dataset_id: str
+    summary: Literal["fosr"] = "fosr"
+    mechanism: str
+    n: int = Field(ge=1)
+    privacy: PrivacyRecord
+    budget_splits: list[BudgetSplit]
+    sensitivity: dict[str, dict[str, Any]] = Field(description="one record per budget part (T1, T2)")
+    parameters: dict[str, Any]
+    noise: dict[str, Any]
+    design_moments: list[list[float]] = Field(description="the released private T1~ (p x p, symmetric)")
+    formulas: list[str]
+    idealized_numerics: bool = True
+    outputs: list[OutputFile]
+    provenance: Provenance
+
+
+class FosrPlanEnvelope(Internal):
+    """The data-independent plan (an fdpcore FosrPlan) and the public reference on the grid."""
+
+    plan: Any
+    reference: Any = None
+
+
+class FosrData(Internal):
+    """Clipped covariates and curves and the pre-noise summaries (internal: never published, logged or persisted)."""
+
+    t1: np.ndarray
+    t2: np.ndarray

@@ -1,0 +1,177 @@
+"""Tasks of the function-on-scalar regression release (MATH.md §7): covariates, plan, summarise, draw, publish.
+
+Curves come from :func:`fdp.tasks.load_curves` / :func:`fdp.tasks.clip_curves` (one averaged record per
+privacy unit); covariates from :func:`fdpcore.io.covariates.read_unit_covariates` (one value per unit).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from fdp.schemas import ChargeRequest, CurveBatch
+from fdp.schemas.covariance import CONTRIBUTION_RULE
+from fdp.schemas.regression import FosrData, FosrManifest, FosrPlanEnvelope, FosrReleaseConfig
+from fdp.tasks import _publish
+from fdp.tasks.covariance import publish_summary
+from fdp.tasks.ledger import mark_noised, provenance
+from fdp.tasks.mean import release_grid
+from fdpcore.errors import DataError
+from fdpcore.fpca import reference_on_grid
+from fdpcore.io.covariates import read_unit_covariates
+from fdpcore.preprocess import to_source_units
+from fdpcore.regression import clip_covariates, draw_fosr_release, plan_fosr_release, summarise_fosr
+
+data_task = partial(task, cache_policy=NO_CACHE, persist_result=False)
+
+
+@data_task(name="plan-fosr")
+def plan_fosr(config: FosrReleaseConfig, n: int) -> FosrPlanEnvelope:
+    """Fix gamma, (eta, psi), both sensitivities, both OpenDP calibrations and the floor from public inputs."""
+    ds, grid = config.dataset, release_grid(config)  # type: ignore[arg-type]
+    t = config.tuning
+    plan = plan_fosr_release(
+        grid, config.kernel, n=n, n_covariates=len(config.covariates), intercept=config.intercept,
+        bound=config.covariate_bound, tau_y=config.clipping.tau, epsilon=config.privacy.epsilon,
+        gamma=config.split.gamma, eta=t.eta, psi=t.psi, tuning=t.rule, floor=config.split.floor, secure=True,
+    )
+    reference = None
+    if config.centering is not None:
+        c = config.centering
+        reference = reference_on_grid(c.time, c.value, grid, time_domain=ds.time_domain,
+                                      value_offset=ds.value_offset, value_scale=ds.value_scale)
+    return FosrPlanEnvelope(plan=plan, reference=reference)
+
+
+@data_task(name="load-covariates")
+def load_covariates(config: FosrReleaseConfig, config_dir: str, n: int) -> CurveBatch:
+    """Encoded covariates, one row per privacy unit in the curves' unit order (raw data: never persisted)."""
+    ds = config.dataset
+    path = Path(ds.path) if Path(ds.path).is_absolute() else Path(config_dir) / ds.path
+    cov = read_unit_covariates(path, ds.format, unit_column=ds.unit_column, csv_delimiter=ds.csv_delimiter,
+                               covariates=[(c.name, c.encoding) for c in config.covariates])
+    if cov.n_units != n:  # pragma: no cover - both readers see the same unit column
+        raise DataError(f"{path.name}: covariates cover {cov.n_units} units but the curves {n}")
+    return CurveBatch(data_matrix=cov.values, n_samples=n)
+
+
+@data_task(name="summarise-fosr")
+def summarise_fosr_data(curves: CurveBatch, covariates: CurveBatch, plan: FosrPlanEnvelope) -> FosrData:
+    """Clip the covariates to B, then the pre-noise whitened T1 entries and T2 coefficients (memory only)."""
+    z, _ = clip_covariates(covariates.data_matrix, plan.plan.bound)
+    t1, t2 = summarise_fosr(z, curves.data_matrix, plan.plan)
+    return FosrData(t1=t1, t2=t2)
+
+
+def fosr_charge_request(
+    config: FosrReleaseConfig, config_sha256: str, plan: FosrPlanEnvelope, counts: dict[str, int]
+) -> ChargeRequest:
+    """The whole epsilon in two named parts (T1, T2) that sum exactly to it."""
+    p = plan.plan
+    return ChargeRequest(
+        dataset_id=config.dataset.id, summary="fosr", mechanism=config.mechanism, epsilon=p.epsilon, delta=0.0,
+        sensitivity_formula="sensitivity.fosr.t2.exact@1", budget_splits=p.budget_splits,
+        config_sha256=config_sha256, internal={"counts": counts},
+    )
+
+
+@task(name="draw-fosr", retries=0, cache_policy=NO_CACHE, persist_result=False)
+def draw_fosr(ledger_url: str, release_id: str, plan: FosrPlanEnvelope, data: FosrData) -> Any:
+    """Mark the charge as final, then draw both parts' OpenDP noise once and assemble beta~ (post-processing)."""
+    mark_noised(ledger_url, release_id)
+    coef, t1 = draw_fosr_release(plan.plan, data.t1, data.t2, draws=1)
+    return coef[0], t1[0]
+
+
+def public_fosr_release(
+    release_id: str, config: FosrReleaseConfig, plan: FosrPlanEnvelope, coef: Any, t1: Any, prov: dict[str, Any]
+) -> dict[str, Any]:
+    """Manifest and file bytes of a FoSR release (private outputs and public parameters only)."""
+    p, ds = plan.plan, config.dataset
+    grid = p.basis.grid
+    names = (["intercept"] if p.intercept else []) + [c.name for c in config.covariates]
+    curves = np.asarray(coef) * ds.value_scale
+    if p.intercept:  # the intercept carries the public offset and reference back (post-processing)
+        ref = plan.reference if plan.reference is not None else np.zeros(grid.size)
+        curves[0] = curves[0] + ds.value_offset + ds.value_scale * ref
+    t_source, _ = to_source_units(curves[0], grid.grid_points, time_domain=ds.time_domain, grid_domain=grid.domain_range)
+    columns: dict[str, Any] = {"t": grid.grid_points, "t_source": t_source}
+    columns.update({f"beta_{name}": curves[m] for m, name in enumerate(names)})
+    parquet = _publish._parquet_bytes(columns, {"fdp.release_id": release_id, "fdp.dataset_id": ds.id})
+    l2 = float(np.sqrt(p.expected_sq_l2_error_t2))
+    guarantee = (f"pure {p.epsilon:g}-differential privacy for each {ds.privacy_unit} (replace-one adjacency, n public): "
+                 f"Laplace noise on the design moments T1 (epsilon {p.epsilon1:g}) and ICLP noise on the cross-moment "
+                 f"curves T2 (epsilon {p.epsilon2:g}), sequential composition; the coefficient curves are "
+                 "post-processing")
+    manifest = FosrManifest(
+        release_id=release_id, dataset_id=ds.id, mechanism=config.mechanism, n=p.n,
+        privacy={"epsilon": p.epsilon, "delta": 0.0, "privacy_unit": ds.privacy_unit, "guarantee": guarantee},  # type: ignore[arg-type]
+        budget_splits=p.budget_splits,  # type: ignore[arg-type]
+        sensitivity={
+            "T1": {"norm": "l1 of the noised upper-triangle entries of T1", "value": p.delta1,
+                   "bound": "sensitivity.fosr.t1.l1@1", "status": "UPPER", "paper_bound": None,
+                   "paper_note": "[ICLP-v2] C.2's scalar example assumes sensitivity 1; MATH.md §7 computes it"},
+            "T2": {"norm": "1,C on H_K^p (sum of the p componentwise 1,C norms)", "value": p.delta2,
+                   "bound": "sensitivity.fosr.t2.exact@1", "status": "EXACT", "paper_bound": None,
+                   "paper_note": "[ICLP-v2] C.2 gives no explicit bound"},
+        },
+        parameters={
+            "grid": {"rule": grid.rule, "size": grid.size, "domain": list(grid.domain_range),
+                     "points": grid.grid_points.tolist()},
+            "kernel": p.basis.kernel.as_dict(), "kernel_trace_normalized": True, "n_basis": p.basis.n_basis,
+            "eta": p.eta, "psi": p.psi, "tuning": {"rule": p.tuning, "formula": p.tuning_formula, "beta": p.beta},
+            "covariates": [c.model_dump() for c in config.covariates], "intercept": p.intercept,
+            "p": p.p, "covariate_bound": p.bound,
+            "covariate_bound_meaning": "||z_i||_2 <= B_z on the non-constant covariates" if p.intercept
+            else "||x_i||_2 <= B_x", "tau_y": p.tau_y,
+            "gamma": p.gamma, "gamma_rule": "tuning.fosr.gamma_balanced@1" if p.gamma_rule == "balanced" else "fixed",
+            "safe_inverse_floor": p.floor,
+            "safe_inverse_floor_rule": "c Delta1/(gamma eps), c = max(sqrt(2 log p^2), 1)" if config.split.floor is None
+            else "fixed (public lower bound on the design's smallest eigenvalue)",
+            "centering": None if config.centering is None else config.centering.model_dump(),
+            "privacy_unit": ds.privacy_unit, "contribution_rule": CONTRIBUTION_RULE
+            + "; covariates must be constant within a unit (one value per unit)",
+            "time_domain": list(ds.time_domain), "value_offset": ds.value_offset, "value_scale": ds.value_scale,
+            "alignment": "preprocess.align_linear@1: linear interpolation within each curve's observed range; "
+                         "a unit without an alignable curve contributes the zero curve",
+            "release_columns": "beta_<name>: coefficient curve of each covariate in source units per unit of the "
+                               "encoded covariate; beta_intercept includes value_offset and the reference curve",
+        },
+        noise={"T1": f"Lap({p.calibration1.scale:.6g}) on each of the {len(p.t1_index[0])} noised entries",
+               "T2": "coefficient (m, l) ~ Lap(whitened_scale_T2 sqrt(lambda_l)) for each of the p curves",
+               "whitened_scale_T1": p.calibration1.scale, "whitened_scale_T2": p.calibration2.scale,
+               "sampler": _publish.SAMPLER_TEXT["laplace"],
+               "expected_l2_error_T2": l2 * ds.value_scale, "expected_l2_error_T2_scaled": l2,
+               "expected_l2_error_note": "sqrt(E||T2~ - T2hat||^2) summed over the p curves; beta~ = T1~^+ T2~ "
+                                         "scales it by at most 1/safe_inverse_floor"},
+        design_moments=np.asarray(t1).tolist(),
+        formulas=sorted({*p.formulas, "preprocess.align_linear@1",
+                         *(("grid.trapezoid@1",) if grid.rule == "trapezoid" else ())}),
+        outputs=[{"path": _publish.RELEASE_FILE, "sha256": hashlib.sha256(parquet).hexdigest()}],  # type: ignore[list-item]
+        provenance=prov,  # type: ignore[arg-type]
+    )
+    return {"manifest": manifest.model_dump(mode="json"), "files": {_publish.RELEASE_FILE: base64.b64encode(parquet).decode()}}
+
+
+@data_task(name="publish-fosr")
+def publish_fosr(
+    ledger_url: str, release_id: str, config: FosrReleaseConfig, config_sha256: str, plan: FosrPlanEnvelope,
+    drawn: Any, out_dir: str,
+) -> dict[str, Any]:
+    """Close the ledger entry, write Parquet + manifest, create the artifacts."""
+    coef, t1 = drawn
+    public = public_fosr_release(release_id, config, plan, coef, t1, provenance(config_sha256, public=True))
+    m = public["manifest"]
+    names = ", ".join(c.name for c in config.covariates)
+    note = (f"**What is released.** The coefficient curves of a regression of each curve on {names}"
+            f"{' with an intercept' if m['parameters']['intercept'] else ''} (function-on-scalar regression). "
+            f"The budget is split: {m['parameters']['gamma']:g} of it protects the design moments, the rest the "
+            "curves; the coefficients are computed from the two noisy parts only.")
+    return publish_summary(ledger_url, release_id, config.dataset.id, public, out_dir, note)

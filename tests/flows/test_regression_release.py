@@ -1,0 +1,133 @@
+"""End-to-end: `fdp release` through the fosr_release flow (MATH.md §7) on the shipped Berkeley growth data."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from fdp.flows.cli import main
+from fdpcore.errors import DataError
+from fdpcore.formulas import FORMULAS
+from fdpcore.io.covariates import read_unit_covariates
+from fdpcore.ledger import Ledger
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "growth_fosr.yaml"
+DATA = REPO / "examples" / "data" / "berkeley_growth.parquet"
+
+
+def _config(tmp_path: Path, data: Path = DATA, **overrides: object) -> Path:
+    cfg = yaml.safe_load(EXAMPLE.read_text())
+    cfg["dataset"]["path"] = str(data)
+    for dotted, value in overrides.items():
+        node = cfg
+        keys = dotted.split("__")
+        for k in keys[:-1]:
+            node = node.setdefault(k, {})
+        node[keys[-1]] = value
+    path = tmp_path / f"fosr-{len(list(tmp_path.glob('fosr-*.yaml')))}.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def _release(config: Path, out: Path, ledger: str, release_id: str) -> int:
+    return main(["release", str(config), "--out", str(out), "--ledger", ledger, "--release-id", release_id])
+
+
+def test_fosr_release_publishes_coefficient_curves_with_two_named_budget_parts(tmp_path: Path) -> None:
+    ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
+    out = tmp_path / "out"
+    assert _release(_config(tmp_path), out, ledger, "fosr-1") == 0
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["summary"] == "fosr" and m["n"] == 93
+    splits = m["budget_splits"]
+    assert [s["name"] for s in splits] == ["T1 (design moments)", "T2 (cross-moment curves)"]
+    assert splits[0]["epsilon"] == m["parameters"]["gamma"] == 0.15 and splits[0]["epsilon"] + splits[1]["epsilon"] == 1.0
+    assert m["parameters"]["gamma_rule"] == "tuning.fosr.gamma_balanced@1"
+    assert m["sensitivity"]["T1"]["bound"] == "sensitivity.fosr.t1.l1@1" and m["sensitivity"]["T1"]["status"] == "UPPER"
+    assert m["sensitivity"]["T2"]["bound"] == "sensitivity.fosr.t2.exact@1" and m["sensitivity"]["T2"]["status"] == "EXACT"
+    assert m["sensitivity"]["T1"]["value"] == pytest.approx((2 + 2) / 93)  # (2 sqrt(p-1) B_z + p B_z^2)/n
+    assert m["design_moments"][0][0] == 1.0  # the intercept's constant entry is released without noise
+    assert m["parameters"]["contribution_rule"].startswith("average") and "constant within a unit" in m["parameters"]["contribution_rule"]
+    assert set(m["formulas"]) <= set(FORMULAS)
+    assert {"postprocess.fosr.safe_inverse@1", "estimator.fosr.ols@1", "tuning.fosr.gamma_balanced@1"} <= set(m["formulas"])
+    for o in m["outputs"]:
+        assert o["sha256"] == hashlib.sha256((out / o["path"]).read_bytes()).hexdigest()
+    table = pq.read_table(out / "release.parquet").to_pandas()
+    assert list(table.columns) == ["t", "t_source", "beta_intercept", "beta_sex"] and len(table) == 31
+    assert np.all(np.isfinite(table[["beta_intercept", "beta_sex"]].to_numpy()))
+    record = Ledger(ledger).get("fosr-1")
+    assert record.state == "published" and [s["name"] for s in record.budget_splits] == [s["name"] for s in splits]
+
+
+def test_unit_with_ten_curves_and_inconsistent_covariates(tmp_path: Path) -> None:
+    frame = pd.read_parquet(DATA)
+    # child M01 measured in 10 repeat studies (10 curves); the other children once
+    rep = frame[frame["child_id"] == "M01"]
+    extra = pd.concat([rep.assign(height_cm=rep["height_cm"] + k, visit=k) for k in range(1, 10)])
+    multi = pd.concat([frame.assign(visit=0), extra], ignore_index=True)
+    data = tmp_path / "visits.parquet"
+    multi.to_parquet(data)
+    ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
+    cfg = _config(tmp_path, data=data, dataset__curve_column="visit")
+    assert _release(cfg, tmp_path / "out", ledger, "fosr-visits") == 0
+    m = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert m["n"] == 93  # units, not curves
+    # one averaged record per child: the bounds are those of n = 93 records (a cap at 10 curves would be 10x)
+    assert m["sensitivity"]["T1"]["value"] == pytest.approx(4 / 93)
+    cov = read_unit_covariates(data, "parquet", unit_column="child_id", covariates=[("sex", {"M": 1, "F": -1})])
+    assert cov.n_units == 93 and cov.values[:, 0].tolist().count(1.0) == 39
+
+    # a covariate that changes within a unit: DataError naming the column and rows, exit 2, nothing charged
+    bad = multi.copy()
+    bad.loc[bad.index[-1], "sex"] = "F"
+    bad_path = tmp_path / "bad.parquet"
+    bad.to_parquet(bad_path)
+    with pytest.raises(DataError, match=r"'sex' is not constant within a privacy unit: row \d+ differs"):
+        read_unit_covariates(bad_path, "parquet", unit_column="child_id", covariates=[("sex", {"M": 1, "F": -1})])
+    assert _release(_config(tmp_path, data=bad_path, dataset__curve_column="visit"), tmp_path / "b", ledger, "fosr-bad") == 2
+    assert Ledger(ledger).get("fosr-bad") is None
+    # a category outside the encoding
+    other = frame.copy()
+    other.loc[5, "sex"] = "X"
+    other_path = tmp_path / "other.parquet"
+    other.to_parquet(other_path)
+    with pytest.raises(DataError, match="not listed in its encoding at row 6"):
+        read_unit_covariates(other_path, "parquet", unit_column="child_id", covariates=[("sex", {"M": 1, "F": -1})])
+
+
+def test_singular_design_releases_finite_curves(tmp_path: Path) -> None:
+    # every child coded the same: the design [1, z] is singular; the safe inverse still gives finite curves
+    frame = pd.read_parquet(DATA).assign(group=1.0)
+    data = tmp_path / "const.parquet"
+    frame.to_parquet(data)
+    ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
+    cfg = _config(tmp_path, data=data, covariates=[{"name": "group"}])
+    assert _release(cfg, tmp_path / "out", ledger, "fosr-const") == 0
+    table = pq.read_table(tmp_path / "out" / "release.parquet").to_pandas()
+    assert np.all(np.isfinite(table[["beta_intercept", "beta_group"]].to_numpy()))
+
+
+def test_bad_fosr_configs_exit_2(tmp_path: Path) -> None:
+    ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
+    cases = [
+        {"covariates": [{"name": "sex", "encoding": {"M": 1, "F": 1}}]},  # publicly singular
+        {"covariates": [{"name": "sex", "encoding": {"M": 1, "F": -1}}, {"name": "sex", "encoding": {"M": 1, "F": 0}}]},
+        {"covariates": []},
+        {"covariates": [{"name": "height_cm"}]},
+        {"covariates": [{"name": "no_such_column"}]},
+        {"split": {"gamma": 1.0}},
+        {"covariate_bound": 0.0},
+        {"intercept": False},  # centering needs the intercept
+        {"privacy": {"epsilon": 1.0, "delta": 0.1}},
+    ]
+    for i, override in enumerate(cases):
+        assert _release(_config(tmp_path, **override), tmp_path / f"o{i}", ledger, f"bad-{i}") == 2, override
+        assert Ledger(ledger).get(f"bad-{i}") is None
