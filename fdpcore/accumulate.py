@@ -166,7 +166,8 @@ class CurveSums:
         exponent: lattice exponent ``s`` (value ``= 2^s x integer``).
         sum: ``sum_i Q(X_i)`` as Python integers (length K).
         sum_sup: ``sum_i Q(clip_sup(X_i, B))`` (Bernstein), else ``None``.
-        outer: ``sum_i Q(X_i) Q(X_i)^T`` as Python integers (K x K, covariance/FoSR), else ``None``.
+        outer: ``sum_i q_i q_i^T`` of the lattice integers ``q_i = 2^-s Q(X_i)`` (K x K, covariance/FoSR;
+            value ``= 2^(2s) x integer``), else ``None``.
         counts: internal diagnostics (never published).
     """
 
@@ -204,12 +205,12 @@ class CurveSums:
         """``(1/n) sum_i Q(X_i) Q(X_i)^T``, correctly rounded entry by entry (K x K)."""
         if self.outer is None:
             raise InternalError("these sums carry no outer products")
-        return np.array([self._mean(row) for row in self.outer])
+        return np.array([self._mean(row, 2 * self.exponent) for row in self.outer])
 
-    def _mean(self, ints: tuple[int, ...]) -> NDArrayFloat:
+    def _mean(self, ints: tuple[int, ...], exponent: int | None = None) -> NDArrayFloat:
         if self.n <= 0:
             raise DomainError(f"n ({self.n}) must be >= 1 to form a mean")
-        s = self.exponent
+        s = self.exponent if exponent is None else exponent
         scale = Fraction(2) ** s
         return np.array([float(Fraction(v) * scale / self.n) for v in ints], dtype=np.float64)
 
