@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -65,6 +66,7 @@ def ops(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object]]
     port = _free_port()
     api = f"http://127.0.0.1:{port}/api"
     env = {**os.environ, "PREFECT_HOME": str(root / "prefect-home"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+           "PREFECT_UI_API_URL": api,  # the UI's own API address (it assumes port 4200 otherwise)
            "FDP_STATE_DIR": str(root / "state"), "FDP_LINEAGE_FILE": str(root / "lineage.jsonl")}
     env.pop("PREFECT_API_URL", None)
     server = subprocess.Popen([str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
@@ -146,6 +148,7 @@ def test_scheduled_release_runs_and_api_ledger_files_and_lineage_agree(ops: dict
             flow_run_id=ArtifactFilterFlowRunId(any_=[child.id])))
     by_key = {a.key: a for a in artifacts if a.key}
     note = by_key["adelaide-electricity-monday-release-note"]
+    ops["note_artifact_id"] = str(note.id)
     assert release_id in str(note.data) and "What is protected" in str(note.data)
     assert f"charged to period {period}" in str(note.data) and "This period: spent ε = 1" in str(note.data)
     assert "![released curve and noise band](data:image/png;base64," in str(note.data)  # the plot, embedded
@@ -185,3 +188,19 @@ def _failure_logged(flow_run_id, text: str) -> bool:  # noqa: ANN001
     with get_client(sync_client=True) as client:
         logs = client.read_logs(log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run_id])))
     return any(text in log.message for log in logs)
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium)")
+def test_the_release_note_renders_in_the_prefect_ui(ops: dict) -> None:
+    """A headless browser loads the artifact page of the UI and finds the release note's text."""
+    if "note_artifact_id" not in ops:
+        pytest.skip("the scheduled release test did not run first")
+    url = ops["api"].removesuffix("/api") + f"/artifacts/artifact/{ops['note_artifact_id']}"
+    dom = subprocess.run(
+        [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=20000", "--dump-dom", url],
+        capture_output=True, text=True, timeout=120,
+    ).stdout
+    assert "What is protected." in dom and f"charged to period {current_period()}" in dom
