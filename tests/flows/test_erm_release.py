@@ -43,7 +43,7 @@ def test_ridge_example_manifest_states_solver_assumption(tmp_path: Path) -> None
     assert m["sensitivity"]["bound"] == "sensitivity.erm.iclp_one_c@1"
     assert m["sensitivity"]["value"] > m["sensitivity"]["paper_bound"]  # the solver's certified slack is added
     assert "exact minimiser" in m["solver"]["assumption"] and m["solver"]["tolerance"] == 1e-9
-    assert m["parameters"]["loss"] == "ridge" and m["parameters"]["label_bound"] == 2.0
+    assert m["parameters"]["loss"] == "ridge" and m["parameters"]["label_bound"] == 1.5
     assert m["unit_bounding"]["rule"] == "average"
     assert set(m["formulas"]) <= set(FORMULAS) and "estimator.erm.rkhs@1" in m["formulas"]
     table = pq.read_table(out / "release.parquet").to_pandas()
