@@ -146,8 +146,8 @@ def test_unit_with_ten_curves_is_one_record(tmp_path: Path, electricity: pd.Data
     assert manifest["privacy"]["privacy_unit"] == "household (all its meters)"
     assert "averaged into one record" in manifest["parameters"]["contribution_rule"]
     # one record per household: the bound is that of n = 499 records (a cap at 10 curves would multiply it by 10)
-    plan = plan_covariance_release(midpoint_grid(48), {"name": "matern", "nu": 1.5, "rho": 0.1}, n=499, tau=1.0,
-                                   epsilon=1.0, secure=False)
+    plan = plan_covariance_release(midpoint_grid(48), {"name": "matern", "nu": 1.5, "rho": 0.1}, n=499, tau=0.5,
+                                   epsilon=1.0, tuning="exact_free", secure=False)
     assert manifest["sensitivity"]["value"] == pytest.approx(plan.sensitivity, rel=1e-12)
 
 

@@ -49,7 +49,7 @@ def test_fosr_release_publishes_coefficient_curves_with_two_named_budget_parts(t
     assert m["summary"] == "fosr" and m["n"] == 93
     splits = m["budget_splits"]
     assert [s["name"] for s in splits] == ["T1 (design moments)", "T2 (cross-moment curves)"]
-    assert splits[0]["epsilon"] == m["parameters"]["gamma"] == 0.15 and splits[0]["epsilon"] + splits[1]["epsilon"] == 1.0
+    assert splits[0]["epsilon"] == m["parameters"]["gamma"] == 0.23 and splits[0]["epsilon"] + splits[1]["epsilon"] == 1.0
     assert m["parameters"]["gamma_rule"] == "tuning.fosr.gamma_balanced@1"
     assert m["sensitivity"]["T1"]["bound"] == "sensitivity.fosr.t1.l1@1" and m["sensitivity"]["T1"]["status"] == "UPPER"
     assert m["sensitivity"]["T2"]["bound"] == "sensitivity.fosr.t2.exact@1" and m["sensitivity"]["T2"]["status"] == "EXACT"
