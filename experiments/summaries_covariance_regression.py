@@ -19,7 +19,6 @@ import numpy as np
 
 from fdp.flows.config import load_config
 from fdp.tasks import load_curves
-from fdp.tasks.covariance import covariance_center
 from fdp.tasks.mean import release_grid
 from fdp.tasks.regression import load_covariates
 from fdpcore.covariance import (
@@ -86,7 +85,6 @@ def covariance(draws: int, rng: np.random.Generator, tau: float | None = None, r
         one = covariance_surface(draw_covariance_release(secure, z, draws=1)[0], plan.basis)
         print(f"  {centering:11s} one OpenDP draw: L2 to non-private ICLP-QR estimate "
               f"{_l2_surface(one - covariance_surface(khat, plan.basis), w) * scale2:.1f}")
-    _ = covariance_center  # the flow's centre task (public / private mean) is exercised by the flow tests
 
 
 def fosr(draws: int, rng: np.random.Generator, kernel: dict | None = None, rule: str | None = None,

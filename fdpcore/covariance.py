@@ -55,6 +55,7 @@ __all__ = [
     "leading_eigenfunctions",
     "plan_covariance_release",
     "psd_projection",
+    "qr_regularisation",
     "release_covariance",
     "summarise_covariance",
 ]
@@ -243,6 +244,37 @@ class CovariancePlan:
         return sorted(ids)
 
 
+def qr_regularisation(
+    grid: Grid, kernel: Mapping[str, object] | KernelSpec, *, n: int, epsilon: float, eta: float | None,
+    psi: float | None, tuning: str | None,
+) -> tuple[Eigenbasis, float, float, float, str, str | None]:
+    """The kernel's eigenbasis and decay rate, and ``(eta, psi)``: fixed together or from a PSS rule of ICLP-QR.
+
+    Shared by the covariance and regression plans. Returns ``(basis, beta, eta, psi, rule, rule_formula)``;
+    ``rule`` is ``"fixed"`` (formula ``None``) or the PSS rule (default ``exact_balanced``, MATH.md §5.1).
+
+    >>> from fdpcore.grids import midpoint_grid
+    >>> qr_regularisation(midpoint_grid(8), {"name": "matern", "nu": 1.5, "rho": 0.2}, n=100, epsilon=1.0,
+    ...                   eta=None, psi=None, tuning=None)[2:]
+    (1.25, 0.01, 'exact_balanced', 'tuning.pss.iclp_qr.exact_balanced@1')
+    """
+    spec = kernel_spec(kernel)
+    basis = weighted_eigenbasis(spec, grid)
+    beta = decay_rate(spec, basis.eigenvalues)
+    if (eta is None) != (psi is None):
+        raise DomainError("eta and psi must be given together, or both left to the tuning rule")
+    if eta is not None and psi is not None:
+        if tuning not in (None, "fixed"):
+            raise DomainError(f"tuning ({tuning!r}) must be left unset when eta and psi are fixed")
+        return (basis, beta, _validate.positive_finite("eta", eta), _validate.positive_finite("psi", psi), "fixed",
+                None)
+    rule = tuning or "exact_balanced"
+    if rule not in PSS_RULES:
+        raise DomainError(f"tuning ({rule!r}) must be one of {sorted(PSS_RULES)}")
+    choice = pss_iclp_qr(rule, beta=beta, n=n, epsilon=epsilon)
+    return basis, beta, float(choice.eta or 0.0), float(choice.psi or 0.0), rule, choice.formula_id
+
+
 def plan_covariance_release(
     grid: Grid,
     kernel: Mapping[str, object] | KernelSpec,
@@ -281,23 +313,8 @@ def plan_covariance_release(
     n = _validate.positive_int("n", n, minimum=2 if centering == "sample_mean" else 1)
     tau = _validate.positive_finite("tau", tau)
     epsilon = _validate.positive_finite("epsilon", epsilon)
-    spec = kernel_spec(kernel)
-    basis = weighted_eigenbasis(spec, grid)
-    beta = decay_rate(spec, basis.eigenvalues)
-    if (eta is None) != (psi is None):
-        raise DomainError("eta and psi must be given together, or both left to the tuning rule")
-    if eta is not None and psi is not None:
-        if tuning not in (None, "fixed"):
-            raise DomainError(f"tuning ({tuning!r}) must be left unset when eta and psi are fixed")
-        rule, rule_formula = "fixed", None
-        eta = _validate.positive_finite("eta", eta)
-        psi = _validate.positive_finite("psi", psi)
-    else:
-        rule = tuning or "exact_balanced"
-        if rule not in PSS_RULES:
-            raise DomainError(f"tuning ({rule!r}) must be one of {sorted(PSS_RULES)}")
-        choice = pss_iclp_qr(rule, beta=beta, n=n, epsilon=epsilon)
-        eta, psi, rule_formula = float(choice.eta or 0.0), float(choice.psi or 0.0), choice.formula_id
+    basis, beta, eta, psi, rule, rule_formula = qr_regularisation(grid, kernel, n=n, epsilon=epsilon, eta=eta, psi=psi,
+                                                                   tuning=tuning)
     lam = basis.eigenvalues
     if centering == "public":
         sens = covariance_public_sensitivity(lam, eta=eta, psi=psi, tau_c=tau, n=n)

@@ -25,15 +25,15 @@ import numpy as np
 from fdpcore import _validate
 from fdpcore._typing import ArrayLike, NDArrayFloat
 from fdpcore.accounting import exact
-from fdpcore.eigen import Eigenbasis, weighted_eigenbasis
+from fdpcore.covariance import qr_regularisation
+from fdpcore.eigen import Eigenbasis
 from fdpcore.errors import DomainError, PrivacyParameterError
 from fdpcore.estimators import iclp_qr_shrinkage
 from fdpcore.grids import Grid, grid_from_nodes
-from fdpcore.kernels import KernelSpec, decay_rate, kernel_spec
+from fdpcore.kernels import KernelSpec
 from fdpcore.mechanisms import LaplaceCalibration, calibrate_iclp, iclp_expected_sq_error, sample_laplace_whitened
 from fdpcore.preprocess import clip_l2
 from fdpcore.sensitivity import iclp_qr_weights
-from fdpcore.tuning import PSS_RULES, pss_iclp_qr
 
 __all__ = [
     "FosrPlan",
@@ -337,22 +337,8 @@ def plan_fosr_release(
     bound = _validate.positive_finite("bound", bound)
     tau_y = _validate.positive_finite("tau_y", tau_y)
     epsilon = _validate.positive_finite("epsilon", epsilon)
-    spec = kernel_spec(kernel)
-    basis = weighted_eigenbasis(spec, grid)
-    beta = decay_rate(spec, basis.eigenvalues)
-    if (eta is None) != (psi is None):
-        raise DomainError("eta and psi must be given together, or both left to the tuning rule")
-    if eta is not None and psi is not None:
-        if tuning not in (None, "fixed"):
-            raise DomainError(f"tuning ({tuning!r}) must be left unset when eta and psi are fixed")
-        rule, rule_formula = "fixed", None
-        eta, psi = _validate.positive_finite("eta", eta), _validate.positive_finite("psi", psi)
-    else:
-        rule = tuning or "exact_balanced"
-        if rule not in PSS_RULES:
-            raise DomainError(f"tuning ({rule!r}) must be one of {sorted(PSS_RULES)}")
-        choice = pss_iclp_qr(rule, beta=beta, n=n, epsilon=epsilon)
-        eta, psi, rule_formula = float(choice.eta or 0.0), float(choice.psi or 0.0), choice.formula_id
+    basis, beta, eta, psi, rule, rule_formula = qr_regularisation(grid, kernel, n=n, epsilon=epsilon, eta=eta, psi=psi,
+                                                                   tuning=tuning)
     lam = basis.eigenvalues
     d1 = fosr_t1_sensitivity(p, bound=bound, n=n, intercept=intercept)
     d2 = fosr_t2_sensitivity(lam, eta=eta, psi=psi, tau_y=tau_y, p=p, bound=bound, n=n, intercept=intercept)
