@@ -18,6 +18,7 @@ from fdp.tasks import (
     summarise_curves,
 )
 from fdp.tasks.mean import select_parameters
+from fdp.tasks.streaming import stream_curves, summarise_sums
 
 
 @flow(name="mean-release", flow_run_name="mean-release-{release_id}", persist_result=False, retries=0)
@@ -42,11 +43,12 @@ def mean_release(
     if (done := already_published(ledger_url, release_id, config_sha256, out_dir)) is not None:
         return done
     progress = Progress(release_id)
-    batch = clip_curves(load_curves(config, config_dir), config)
+    streaming = config.engine.name != "memory"  # local/dask: exact sums chunk by chunk (fdp.tasks.streaming)
+    batch = stream_curves(config, config_dir) if streaming else clip_curves(load_curves(config, config_dir), config)
     progress(40, "curves aligned and clipped")
     plan = plan_release(config, batch.n_samples)
     pending = plan.plan.pending  # dp_select / pcv: parameters are chosen from the data after the charge
-    summary = None if pending else summarise_curves(batch, plan)
+    summary = None if pending else (summarise_sums if streaming else summarise_curves)(batch, plan)
     progress(60, "noise planned from public inputs")
     request = charge_request(config, config_sha256, plan, batch.counts).model_copy(update={"period": period})
     if (done := charge(ledger_url, release_id, request, out_dir)) is not None:

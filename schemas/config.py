@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from fdp.schemas._base import Frozen, PositiveFloat
+from fdp.schemas.engine import EngineSpec, check_engine_fields
 from fdpcore.errors import DomainError
 from fdpcore.kernels import kernel_spec
 from fdpcore.tuning import PSS_RULES_BY_ESTIMATOR
@@ -164,6 +165,7 @@ class ReleaseConfig(Frozen):
     tuning: TuningSpec = Field(default_factory=lambda: TuningSpec())
     privacy: PrivacySpec
     budget: BudgetSpec
+    engine: EngineSpec = Field(default_factory=lambda: EngineSpec(), description="how the data is read (default: memory)")
 
     @field_validator("kernel")
     @classmethod
@@ -212,4 +214,5 @@ class ReleaseConfig(Frozen):
                 raise ValueError(f"tuning.rule ({t.rule!r}) must be omitted when the parameters are fixed")
         if t.select_epsilon is not None and not t.select_epsilon < p.epsilon:
             raise ValueError(f"tuning.select_epsilon ({t.select_epsilon}) must be < privacy.epsilon ({p.epsilon})")
+        check_engine_fields(self.engine, self.dataset.format, t.rule)
         return self

@@ -15,6 +15,7 @@ from fdp.tasks import _publish
 from fdp.tasks.ledger import close_release, mark_noised, period_and_budget, provenance
 from fdpcore.grids import Grid, make_grid
 from fdpcore.io import read_long_table
+from fdpcore.io.eigencache import enable_disk_cache
 from fdpcore.preprocess import align_long, clip_l2, rescale_long
 from fdpcore.release import draw_mean_release, plan_mean_release, select_mean_parameters, summarise_mean
 
@@ -70,6 +71,7 @@ def plan_release(config: ReleaseConfig, n: int) -> NoisePlan:
     finishes it after the charge.
     """
     t = config.tuning
+    enable_disk_cache()  # kernel eigenbases are data-independent: reused across releases from the fdp cache dir
     plan = plan_mean_release(
         release_grid(config), config.kernel, n=n, tau=config.clipping.tau, epsilon=config.privacy.epsilon,
         estimator=config.estimator, eta=t.eta, psi=t.psi, tuning=t.rule, delta=config.privacy.delta, secure=True,

@@ -1,0 +1,95 @@
+"""Tasks of the streaming engines: per-file ingest into exact sums, their combination, the summary.
+
+``engine.name: local`` ingests the files one after the other in the flow's process; ``dask`` submits
+one :func:`ingest_partition` task per file to a :class:`prefect_dask.DaskTaskRunner` (a LocalCluster
+of ``engine.n_workers`` processes, or the cluster at ``engine.address``). A file is the unit of
+distribution, so a privacy unit is never split between workers (and :func:`combine_partials`
+checks that no unit appears in two files). The partial sums are exact integers, so the combined
+statistics — and hence the released distribution — are identical whichever engine ran them.
+
+Data tasks do not cache or persist results; nothing computed from the data leaves memory.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+import fdpcore
+from fdp.schemas import MeanSummary, NoisePlan, ReleaseConfig
+from fdp.schemas.engine import StreamBatch
+from fdp.tasks.mean import release_grid
+from fdpcore.accumulate import summarise_mean_sums
+from fdpcore.io.streaming import FilePartial, StreamSpec, combine_partials, dataset_files, ingest_file
+
+__all__ = ["ingest_partition", "stream_curves", "stream_spec", "summarise_sums"]
+
+data_task = partial(task, cache_policy=NO_CACHE, persist_result=False)
+
+
+def stream_spec(config: ReleaseConfig) -> StreamSpec:
+    """The public inputs of the streaming ingest of a release config."""
+    ds = config.dataset
+    return StreamSpec(
+        unit_column=ds.unit_column, time_column=ds.time_column, value_column=ds.value_column,
+        curve_column=ds.curve_column, time_domain=ds.time_domain, value_offset=ds.value_offset,
+        value_scale=ds.value_scale, grid=release_grid(config), tau=config.clipping.tau,
+        sup_clip=config.clipping.sup_clip, chunk_rows=config.engine.chunk_rows,
+    )
+
+
+def _dataset_path(config: ReleaseConfig, config_dir: str) -> Path:
+    p = Path(config.dataset.path)
+    return p if p.is_absolute() else Path(config_dir) / p
+
+
+@data_task(name="ingest-partition", retries=0)
+def ingest_partition(path: str, spec: StreamSpec) -> FilePartial:
+    """Stream one Parquet file (a partition) into exact sums (runs on a Dask worker with engine 'dask')."""
+    return ingest_file(path, spec)
+
+
+@data_task(name="combine-partitions")
+def combine_partitions(partials: list[FilePartial]) -> StreamBatch:
+    """Combine per-file sums exactly (after checking that the files' units are disjoint)."""
+    sums = combine_partials(partials)
+    if sums.n == 0 or sums.counts.get("n_unalignable_units", 0) == sums.n:
+        raise fdpcore.DataError(
+            "dataset: no privacy unit could be aligned onto the grid; check dataset.time_domain, "
+            "dataset.time_column and the grid"
+        )
+    return StreamBatch(sums=sums, n_samples=sums.n, counts=dict(sorted(sums.counts.items())))
+
+
+def _runner(config: ReleaseConfig) -> Any:
+    from prefect_dask import DaskTaskRunner  # imported only when the dask engine is used
+
+    e = config.engine
+    if e.address is not None:
+        return DaskTaskRunner(address=e.address)
+    return DaskTaskRunner(cluster_kwargs={"n_workers": e.n_workers, "threads_per_worker": e.threads_per_worker,
+                                          "processes": True, "dashboard_address": ":0"})
+
+
+def stream_curves(config: ReleaseConfig, config_dir: str) -> StreamBatch:
+    """Ingest the dataset with the configured streaming engine and return its exact statistics."""
+    spec = stream_spec(config)
+    files = [str(f) for f in dataset_files(_dataset_path(config, config_dir))]
+    if config.engine.name == "dask" and len(files) > 0:
+        with _runner(config) as runner:
+            futures = [runner.submit(ingest_partition, parameters={"path": f, "spec": spec}) for f in files]
+            partials = [fut.result() for fut in futures]
+    else:
+        partials = [ingest_partition(f, spec) for f in files]
+    return combine_partitions(partials)
+
+
+@data_task(name="summarise-sums")
+def summarise_sums(batch: StreamBatch, plan: NoisePlan) -> MeanSummary:
+    """Pre-noise whitened coordinates from the exact sums (kept in memory only)."""
+    return MeanSummary(coefficients=summarise_mean_sums(batch.sums, plan.plan))
+
