@@ -38,6 +38,7 @@ _ENTRIES = [
     Formula("eigen.weighted_kl@1", "fdpcore.eigen.weighted_eigenbasis", "§1.3-1.4", "DEFINITION"),
     Formula("preprocess.align_linear@1", "fdpcore.preprocess.align_long", "§1.7", "RULE"),
     Formula("preprocess.clip_l2@1", "fdpcore.preprocess.clip_l2", "§1.7", "DEFINITION"),
+    Formula("preprocess.quantise_lattice@1", "fdpcore.accumulate.quantise_records", "§1.7", "DEFINITION"),
     Formula("estimator.mean.iclp_qr@1", "fdpcore.estimators.iclp_qr_mean_coefficients", "§4.3", "DEFINITION"),
     Formula("sensitivity.mean.iclp_qr.exact_l2@1", "fdpcore.sensitivity.iclp_qr_sensitivity", "§4.3", "EXACT"),
     Formula("sensitivity.mean.iclp_qr.paper_l1@1", "fdpcore.sensitivity.iclp_qr_paper_sensitivity", "§4.3", "PAPER"),
