@@ -15,7 +15,7 @@ import matplotlib
 matplotlib.use("Agg")  # headless
 import matplotlib.pyplot as plt  # noqa: E402
 
-__all__ = ["curves_png"]
+__all__ = ["curves_png", "surface_png"]
 
 
 def curves_png(
@@ -41,6 +41,21 @@ def curves_png(
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8)
+    fig.tight_layout()
+    sink = io.BytesIO()
+    fig.savefig(sink, format="png", metadata={"Software": None})
+    plt.close(fig)
+    return sink.getvalue()
+
+
+def surface_png(x: Any, y: Any, values: Any, *, xlabel: str, ylabel: str, title: str, colorbar: str) -> bytes:
+    """A released surface on a tensor grid (``values`` is ``len(x) x len(y)``, row-major) as PNG bytes."""
+    fig, ax = plt.subplots(figsize=(5.6, 4.4), dpi=100)
+    mesh = ax.pcolormesh(y, x, values, shading="nearest", cmap="viridis")
+    fig.colorbar(mesh, ax=ax, label=colorbar)
+    ax.set_xlabel(ylabel)
+    ax.set_ylabel(xlabel)
+    ax.set_title(title, fontsize=10)
     fig.tight_layout()
     sink = io.BytesIO()
     fig.savefig(sink, format="png", metadata={"Software": None})

@@ -15,17 +15,16 @@ from typing import Any
 
 import numpy as np
 from prefect import task
-from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
 from fdp.schemas import ChargeRequest
 from fdp.schemas.kde import KdeReleaseConfig, PointBatch, PointManifest, PointPlanEnvelope, PointSummary
 from fdp.tasks import _publish
-from fdp.tasks.ledger import close_release, mark_noised, provenance
+from fdp.tasks._plots import curves_png, surface_png
+from fdp.tasks.ledger import close_release, mark_noised, period_and_budget, provenance
 from fdpcore.grids import Grid, make_grid
 from fdpcore.io.points import read_point_table
 from fdpcore.kde import PointPlan, draw_point_release, plan_kde_release, summarise_kde
-from fdpcore.ledger import Ledger
 from fdpcore.mechanisms import whitened_pointwise_band
 
 # Raw data and noise never leave memory: no cache, no persisted result.
@@ -127,6 +126,7 @@ def public_point_release(
     columns = {**_source_columns(config, plan), **value_columns,
                "band_lower": value_columns["value"] - band_source, "band_upper": value_columns["value"] + band_source}
     parquet = _publish._parquet_bytes(columns, {"fdp.release_id": release_id, "fdp.dataset_id": ds.id})
+    png = _plot(release_id, config, columns)
     l2_scaled = float(np.sqrt(plan.expected_sq_l2_error))
     area = math.prod(b - a for a, b in ds.domain)
     axes = plan.space.axes
@@ -151,10 +151,26 @@ def public_point_release(
                "band_half_width_max": float(band_source.max())},
         solver=solver,
         formulas=sorted(plan.formulas),
-        outputs=[{"path": _publish.RELEASE_FILE, "sha256": hashlib.sha256(parquet).hexdigest()}],  # type: ignore[list-item]
+        outputs=[{"path": name, "sha256": hashlib.sha256(data).hexdigest()}  # type: ignore[misc]
+                 for name, data in ((_publish.RELEASE_FILE, parquet), (_publish.PLOT_FILE, png))],
         provenance=prov,  # type: ignore[arg-type]
     )
-    return {"manifest": manifest.model_dump(mode="json"), "files": {_publish.RELEASE_FILE: base64.b64encode(parquet).decode()}}
+    return {"manifest": manifest.model_dump(mode="json"),
+            "files": {_publish.RELEASE_FILE: base64.b64encode(parquet).decode(), _publish.PLOT_FILE: base64.b64encode(png).decode()}}
+
+
+def _plot(release_id: str, config: Any, columns: dict[str, Any]) -> bytes:
+    """The released values (first released column) on the grid: a curve in 1-D, a surface in 2-D."""
+    names = list(config.dataset.coordinate_columns)
+    value = np.asarray(columns["value"])
+    title = f"{release_id}: released {config.summary} (private values only)"
+    if len(names) == 1:
+        band = (np.asarray(columns["band_lower"]), np.asarray(columns["band_upper"]))
+        return curves_png(columns[names[0]], {"private value": value}, xlabel=names[0], ylabel="value", title=title,
+                          band=band)
+    x, y = np.unique(columns[names[0]]), np.unique(columns[names[1]])
+    return surface_png(x, y, value.reshape(x.size, y.size), xlabel=names[0], ylabel=names[1], title=title,
+                       colorbar="private value")
 
 
 def publish_point_release(ledger_url: str, release_id: str, config: Any, public: dict[str, Any], out_dir: str,
@@ -162,16 +178,12 @@ def publish_point_release(ledger_url: str, release_id: str, config: Any, public:
     """Close the ledger entry first, then write the files, then the release note and budget-split artifacts."""
     close_release(ledger_url, release_id, public)  # first: a crash after this is recovered by a re-run from the ledger
     manifest = _publish.write_release(public, Path(out_dir))
-    budget = Ledger(ledger_url).budgets(config.dataset.id)[0].as_dict()
-    key = _publish._artifact_key(config.dataset.id)
-    create_markdown_artifact(key=f"{key}-{config.summary}-release-note", markdown=point_release_note(manifest, budget, what),
-                             description=f"Release note of {release_id}")
-    create_table_artifact(key=f"{key}-{config.summary}-budget-splits", table=manifest["budget_splits"],
-                          description=f"Budget splits of {release_id}")
+    period, budget = period_and_budget(ledger_url, release_id)
+    _publish.create_artifacts(manifest, point_release_note(manifest, budget, what, period, public["files"][_publish.PLOT_FILE]))
     return manifest
 
 
-def point_release_note(manifest: dict[str, Any], budget: dict[str, Any], what: str) -> str:
+def point_release_note(manifest: dict[str, Any], budget: dict[str, Any], what: str, period: str, png_b64: str) -> str:
     """Markdown for a non-expert (private values and public parameters only)."""
     p, nz = manifest["privacy"], manifest["noise"]
     solver = manifest.get("solver")
@@ -189,10 +201,9 @@ def point_release_note(manifest: dict[str, Any], budget: dict[str, Any], what: s
         "in the Parquet file). These figures come from the mechanism alone, not from the data.",
         *(["", f"**Solver.** {solver['assumption']}"] if solver else []),
         "",
-        f"**Budget.** This release spent ε = {p['epsilon']:g}"
-        + (f", δ = {p['delta']:g}" if p["delta"] > 0 else "")
-        + f". Dataset `{manifest['dataset_id']}`: total ε = {budget['total']['epsilon']:g}, spent ε = "
-        f"{budget['spent']['epsilon']:g}, remaining ε = {budget['remaining']['epsilon']:g}.",
+        _publish.budget_text(manifest, budget, period),
+        "",
+        f"![released {what}](data:image/png;base64,{png_b64})",
         "",
         "| file | sha256 |",
         "| --- | --- |",
