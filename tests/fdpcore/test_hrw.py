@@ -229,8 +229,7 @@ def test_secure_online_draws_are_calibrated() -> None:
     # OpenDP cannot be seeded: thresholds keep the false-alarm rate at 1e-4 per check
     assert stats.kstest(first, "norm").pvalue > 1e-4
     assert stats.kstest(third, "norm").pvalue > 1e-4
-    both = np.r_[first, third]
-    assert stats.kstest(both / 0.75, "norm").pvalue < 1e-6  # a draw with 0.75x the scale is caught
+    assert _scale_rejected(np.r_[first, third], 0.75)  # a draw with 0.75x the scale is caught
 
 
 def test_secure_general_and_batch_draws_are_calibrated() -> None:
@@ -248,8 +247,17 @@ def test_secure_general_and_batch_draws_are_calibrated() -> None:
         online.append([r.release(x, v) for x, v in zip(xs, f, strict=True)])
     white = np.linalg.solve(chol, (np.array(online) - f).T).T / s
     assert stats.kstest(white.ravel(), "norm").pvalue > 1e-4
-    both = np.r_[white.ravel(), white_batch.ravel()]
-    assert stats.kstest(both / 0.75, "norm").pvalue < 1e-6  # 0.75x the scale is caught
+    assert _scale_rejected(np.r_[white.ravel(), white_batch.ravel()], 0.75)  # 0.75x the scale is caught
+
+
+def _scale_rejected(z: np.ndarray, factor: float) -> bool:
+    """Would standard-normal-looking ``z`` be rejected as N(0, factor^2)? (chi-square test on the variance).
+
+    Power, not KS: with ~1,000 draws the variance statistic sits ~20 standard deviations away from a
+    0.75x scale, so the check is decisive where a KS test on rescaled data is not.
+    """
+    stat = float(np.sum(z * z)) / factor**2
+    return bool(stats.chi2.sf(stat, z.size) < 1e-6)
 
 
 def test_separable_2d_kernel_online_conditioning() -> None:
