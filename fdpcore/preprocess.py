@@ -91,7 +91,10 @@ def align_long(
     n_before = len(frame)
     # Average repeated (unit, curve, t) rows as a sum of v / count: a convex combination
     # computed without overflow for any finite values (a plain sum could overflow).
+    # Rows are put in a canonical order first, so the floating-point sum (and so a unit's record)
+    # depends only on the unit's rows as a set, never on the file's row order.
     keys = ["u", "c", "t"]
+    frame = frame.sort_values([*keys, "v"], kind="stable", ignore_index=True)
     frame["v"] = frame["v"] / frame.groupby(keys, sort=False)["v"].transform("size")
     frame = frame.groupby(keys, sort=True, as_index=False)["v"].sum()
     n_merged = n_before - len(frame)
@@ -212,16 +215,19 @@ def clip_l2(data_matrix: ArrayLike, weights: ArrayLike, tau: float) -> tuple[NDA
     # shrink by a few ulps until it holds
     bad = _above(out, w, tau)
     while np.any(bad):
-        out[bad] = out[bad] * (1.0 - 4 * np.finfo(float).eps)
+        # nextafter towards 0 guarantees progress where a relative shrink cannot (subnormal values)
+        out[bad] = np.nextafter(out[bad] * (1.0 - 4 * np.finfo(float).eps), 0.0)
         bad = _above(out, w, tau)
     return out, int(over.sum())
 
 
 def _above(x: NDArrayFloat, w: NDArrayFloat, tau: float) -> NDArrayFloat:
     """Rows whose norm exceeds tau, computed scaled (no overflow) or directly (as ``Grid.norm`` does)."""
-    with np.errstate(over="ignore"):
-        direct = np.sqrt(np.einsum("ik,k,ik->i", x, w, x))
-    out: NDArrayFloat = (_weighted_norms(x, w) > tau) | (np.isfinite(direct) & (direct > tau))
+    with np.errstate(over="ignore", under="ignore"):
+        sq = np.einsum("ik,k,ik->i", x, w, x)
+    # the direct sum of squares is only accurate where it is a normal float (no overflow, no underflow)
+    usable = np.isfinite(sq) & (sq >= np.finfo(np.float64).tiny)
+    out: NDArrayFloat = (_weighted_norms(x, w) > tau) | (usable & (np.sqrt(np.where(usable, sq, 0.0)) > tau))
     return out
 
 

@@ -156,6 +156,8 @@ def test_clipping_bounds_norms_over_the_whole_float_range(data: list[list[float]
     norms = GRID.norm(clipped)
     huge = ~np.isfinite(norms)  # tau > 1e154: the squares overflow; scaling by 2**-600 is exact
     norms[huge] = GRID.norm(clipped[huge] * 2.0**-600) * 2.0**600
+    tiny = norms < np.sqrt(np.finfo(np.float64).tiny)  # the squares underflow: scaling by 2**600 is exact
+    norms[tiny] = GRID.norm(clipped[tiny] * 2.0**600) * 2.0**-600
     assert np.all(norms <= tau)
     assert 0 <= n_clipped <= x.shape[0]
     # clipping only shrinks: each record keeps its direction (same sign pattern, |x'| <= |x|)
