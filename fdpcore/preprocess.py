@@ -206,11 +206,14 @@ def clip_l2(data_matrix: ArrayLike, weights: ArrayLike, tau: float) -> tuple[NDA
     tau = _validate.positive_finite("tau", tau)
     x = _validate.finite_matrix("data_matrix", data_matrix)
     w = np.asarray(weights, dtype=np.float64)
-    norms = _weighted_norms(x, w)
+    m, s = _scaled_norms(x, w)
+    with np.errstate(over="ignore"):
+        norms = m * s
     over = norms > tau
-    factor = np.ones_like(norms)
-    factor[over] = tau / norms[over]
-    out = x * factor[:, None]
+    out = x.copy()
+    # x_i * tau / ||x_i|| computed as (x_i / m_i) * (tau / s_i): both factors are well scaled, so the
+    # result is accurate even when tau / ||x_i|| alone would underflow or overflow
+    out[over] = (x[over] / m[over, None]) * (tau / s[over])[:, None]
     # rounding can leave a clipped norm a few ulps above tau (by either way of computing it);
     # shrink by a few ulps until it holds
     bad = _above(out, w, tau)
@@ -231,14 +234,24 @@ def _above(x: NDArrayFloat, w: NDArrayFloat, tau: float) -> NDArrayFloat:
     return out
 
 
-def _weighted_norms(x: NDArrayFloat, w: NDArrayFloat) -> NDArrayFloat:
-    """``||x_i||_W`` for each row without overflow or underflow: rows are scaled by their max first."""
+def _scaled_norms(x: NDArrayFloat, w: NDArrayFloat) -> tuple[NDArrayFloat, NDArrayFloat]:
+    """``(m_i, s_i)`` with ``||x_i||_W = m_i s_i``: ``m_i = max_k |x_ik|`` and ``s_i = ||x_i / m_i||_W``.
+
+    Scaling each row by its maximum first avoids overflow and underflow of the squares.
+    Rows of zeros get ``m_i = 1, s_i = 0``.
+    """
     m = np.max(np.abs(x), axis=1, initial=0.0)
-    safe = np.where(m > 0, m, 1.0)
-    y = x / safe[:, None]
-    # m * sqrt(.) may overflow to inf only when the true norm exceeds the float range
+    m = np.where(m > 0, m, 1.0)
+    y = x / m[:, None]
+    return m, np.sqrt(np.einsum("ik,k,ik->i", y, w, y))
+
+
+def _weighted_norms(x: NDArrayFloat, w: NDArrayFloat) -> NDArrayFloat:
+    """``||x_i||_W`` for each row without overflow or underflow of the squares."""
+    m, s = _scaled_norms(x, w)
+    # m * s may overflow to inf only when the true norm exceeds the float range
     with np.errstate(over="ignore"):
-        out: NDArrayFloat = m * np.sqrt(np.einsum("ik,k,ik->i", y, w, y))
+        out: NDArrayFloat = m * s
     return out
 
 
