@@ -6,7 +6,7 @@ A summary's flow reads::
         return done                                   # idempotent re-run: files from the ledger
     progress = Progress(release_id)                   # a progress artifact in the UI, stage by stage
     ...load, clip, plan (public inputs only), summarise...; progress(40, "curves aligned and clipped")
-    if (done := charge(ledger_url, release_id, request, out_dir)) is not None:
+    if (done := charge(ledger_url, release_id, request, out_dir, config.budget)) is not None:
         return done                                   # published meanwhile by another run
     with cancel_unless_noised(ledger_url, release_id):
         values = <noise task, which calls mark_noised right before its first draw>
@@ -22,7 +22,7 @@ from typing import Any
 
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
 
-from fdp.schemas import ChargeRequest
+from fdp.schemas import BudgetSpec, ChargeRequest
 from fdp.tasks.ledger import cancel_reservation, charge_budget, check_existing_release, republish_release
 from fdp.tasks.lineage import emit_lineage
 from fdpcore.errors import ReleaseConflictError
@@ -46,9 +46,15 @@ def already_published(ledger_url: str, release_id: str, config_sha256: str, out_
     return None
 
 
-def charge(ledger_url: str, release_id: str, request: ChargeRequest, out_dir: str) -> dict[str, Any] | None:
-    """Charge the full cost atomically; the re-written manifest if another run published the id meanwhile."""
-    outcome = charge_budget(ledger_url, release_id, request)
+def charge(
+    ledger_url: str, release_id: str, request: ChargeRequest, out_dir: str, proposal: BudgetSpec
+) -> dict[str, Any] | None:
+    """Charge the full cost atomically; the re-written manifest if another run published the id meanwhile.
+
+    ``proposal`` (the config's ``budget:``) creates the dataset's budget in the same transaction if the
+    ledger does not know the dataset yet; a run that fails before this step leaves no trace in the ledger.
+    """
+    outcome = charge_budget(ledger_url, release_id, request.model_copy(update={"budget_proposal": proposal}))
     if outcome["published"]:
         record = check_existing_release(ledger_url, release_id)
         return republish_release(record, out_dir)

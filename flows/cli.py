@@ -152,7 +152,6 @@ def _release(config_path: Path, out: str | None, ledger_url: str | None, release
     _check_prefect_api()
     _quiet_expected_tracebacks()
     ledger = Ledger(url)
-    ledger.ensure_dataset(config.dataset.id, config.budget.epsilon, config.budget.delta, **config.budget.policy())
     before = ledger.get(rid)
     try:
         manifest = SUMMARIES[config.summary].flow(

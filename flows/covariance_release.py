@@ -44,7 +44,7 @@ def covariance_release(
     plan = plan_covariance(config, batch.n_samples, center, link)
     summary = summarise_covariance_curves(batch, plan)
     request = covariance_charge_request(config, config_sha256, plan, batch.counts).model_copy(update={"period": period})
-    if (done := charge(ledger_url, release_id, request, out_dir)) is not None:
+    if (done := charge(ledger_url, release_id, request, out_dir, config.budget)) is not None:
         return done
     with cancel_unless_noised(ledger_url, release_id):
         coefficients = draw_covariance(ledger_url, release_id, plan, summary)

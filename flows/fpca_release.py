@@ -44,7 +44,7 @@ def fpca_release(
     gram = summarise_fpca(batch, plan)
     progress(40, "curves aligned, centred and clipped")
     request = fpca_charge_request(config, config_sha256, plan, batch.counts).model_copy(update={"period": period})
-    if (done := charge(ledger_url, release_id, request, out_dir)) is not None:
+    if (done := charge(ledger_url, release_id, request, out_dir, config.budget)) is not None:
         return done
     progress(50, "budget charged; sampling")
     with cancel_unless_noised(ledger_url, release_id):

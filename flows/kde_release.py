@@ -36,7 +36,7 @@ def run_point_release(
     plan = plan_task(config, batch.n_samples)
     summary = summarise_task(batch, plan)
     request = point_charge_request(config, config_sha256, plan, batch.counts).model_copy(update={"period": period})
-    if (done := charge(ledger_url, release_id, request, out_dir)) is not None:
+    if (done := charge(ledger_url, release_id, request, out_dir, config.budget)) is not None:
         return done
     with cancel_unless_noised(ledger_url, release_id):
         values = draw_point_noise(ledger_url, release_id, plan, summary)

@@ -51,7 +51,7 @@ def mean_release(
     summary = None if pending else (summarise_sums if streaming else summarise_curves)(batch, plan)
     progress(60, "noise planned from public inputs")
     request = charge_request(config, config_sha256, plan, batch.counts).model_copy(update={"period": period})
-    if (done := charge(ledger_url, release_id, request, out_dir)) is not None:
+    if (done := charge(ledger_url, release_id, request, out_dir, config.budget)) is not None:
         return done
     progress(70, "budget charged")
     with cancel_unless_noised(ledger_url, release_id):

@@ -44,7 +44,7 @@ def fosr_release(
     batch = clip_curves(center_curves(curves, plan.reference), config)
     data = summarise_fosr_data(batch, covariates, plan)
     request = fosr_charge_request(config, config_sha256, plan, batch.counts).model_copy(update={"period": period})
-    if (done := charge(ledger_url, release_id, request, out_dir)) is not None:
+    if (done := charge(ledger_url, release_id, request, out_dir, config.budget)) is not None:
         return done
     with cancel_unless_noised(ledger_url, release_id):
         drawn = draw_fosr(ledger_url, release_id, plan, data)

@@ -23,7 +23,7 @@ from prefect.runtime import flow_run
 
 from fdp.flows.config import config_sha256, load_config
 from fdp.flows.registry import SUMMARIES
-from fdpcore.ledger import Ledger, current_period, default_ledger_url
+from fdpcore.ledger import current_period, default_ledger_url
 
 __all__ = ["DEFAULT_CRON", "release_calendar", "scheduled_release"]
 
@@ -52,7 +52,6 @@ def scheduled_release(config_path: str, ledger_url: str | None = None, out_root:
     scheduled = flow_run.scheduled_start_time or datetime.now(UTC)
     period, release_id = release_calendar(config.dataset.id, scheduled)
     url = ledger_url or default_ledger_url()
-    Ledger(url).ensure_dataset(config.dataset.id, config.budget.epsilon, config.budget.delta, **config.budget.policy())
     out_dir = Path(out_root) / config.dataset.id / period
     manifest: dict[str, Any] = SUMMARIES[config.summary].flow(
         config=config, config_sha256=config_sha256(config), config_dir=str(Path(config_path).resolve().parent),

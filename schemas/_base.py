@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import types
+from typing import Annotated, Any, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = ["SCHEMA_VERSION", "Frozen", "Internal", "PositiveFloat"]
 
@@ -14,9 +15,31 @@ PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 
 
 class Frozen(BaseModel):
-    """Base of every kept record: unknown keys rejected, immutable, NaN/inf rejected."""
+    """Base of every kept record: unknown keys rejected, immutable, NaN/inf rejected.
+
+    Booleans are refused where a number is expected (pydantic would read ``true`` as 1.0):
+    privacy-relevant inputs are never coerced silently (STYLE.md).
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_boolean_numbers(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for name, field in cls.model_fields.items():
+                value = data.get(field.alias or name)
+                if isinstance(value, bool) and _expects_float(field.annotation):
+                    raise ValueError(f"{name} ({value!r}) must be a number, not a boolean")
+        return data
+
+
+def _expects_float(annotation: Any) -> bool:
+    if annotation is float:
+        return True
+    if get_origin(annotation) in (Union, types.UnionType):
+        return any(_expects_float(a) for a in get_args(annotation))
+    return False
 
 
 class Internal(BaseModel):

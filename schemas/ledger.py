@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from fdp.schemas._base import SCHEMA_VERSION, Frozen
+from fdp.schemas.config import BudgetSpec
 from fdp.schemas.records import BudgetSplit, Provenance
 from fdpcore.accounting import exact
 
@@ -31,6 +32,9 @@ class ChargeRequest(Frozen):
     budget_splits: list[BudgetSplit] = Field(min_length=1, description="named parts of the cost")
     config_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
     period: str | None = Field(None, description="budget period charged (default: the current one)")
+    budget_proposal: BudgetSpec | None = Field(
+        None, description="the config's budget policy, used only if the ledger does not know the dataset yet"
+    )
     internal: dict[str, Any] = Field(default_factory=dict, description="auditor-only facts (never published)")
 
     @model_validator(mode="after")

@@ -73,7 +73,9 @@ def charge_budget(ledger_url: str, release_id: str, request: ChargeRequest) -> d
         sensitivity_formula=request.sensitivity_formula,
         budget_splits=[s.model_dump(mode="json") for s in request.budget_splits],
         provenance=provenance(request.config_sha256), internal=request.internal, period=request.period,
-        rho=request.rho,
+        rho=request.rho, proposal=None if request.budget_proposal is None else {
+            "epsilon": request.budget_proposal.epsilon, "delta": request.budget_proposal.delta,
+            **request.budget_proposal.policy()},
     )
     return {"charged": outcome.charged, "published": outcome.published}
 

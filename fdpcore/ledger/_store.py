@@ -433,8 +433,13 @@ class Ledger:
         internal: dict[str, Any],
         period: str | None = None,
         rho: float | None = None,
+        proposal: dict[str, Any] | None = None,
     ) -> ReserveOutcome:
         """Charge a release's full cost atomically, before any noise exists.
+
+        ``proposal`` (keyword arguments of :meth:`set_budget`, with ``epsilon`` and ``delta``) creates
+        the dataset's budget in the same transaction when the ledger does not know the dataset yet —
+        so a release that fails before its charge leaves nothing in the ledger.
 
         * A new release id is charged to ``period`` (default: the current calendar month) if
           the dataset's remaining total budget and the period's allowance cover it, else
@@ -445,9 +450,28 @@ class Ledger:
           but never published, raises :class:`ReleaseConflictError`.
         """
         label = check_period(period) if period is not None else current_period()
+        new = None if proposal is None else _policy(**proposal)
+        for attempt in range(2):
+            try:
+                return self._reserve(release_id, dataset_id, epsilon, delta, config_sha256, summary, mechanism,
+                                     sensitivity_formula, budget_splits, provenance, internal, label, rho, new)
+            except sa.exc.IntegrityError:  # another run created the dataset first: its row now exists
+                if attempt == 1:
+                    raise LedgerError(f"dataset {dataset_id!r} could not be created in the ledger; try again") from None
+        raise InternalError("unreachable")  # pragma: no cover
+
+    def _reserve(
+        self, release_id: str, dataset_id: str, epsilon: float, delta: float, config_sha256: str, summary: str,
+        mechanism: str, sensitivity_formula: str, budget_splits: list[dict[str, Any]], provenance: dict[str, Any],
+        internal: dict[str, Any], label: str, rho: float | None, proposal: _Policy | None,
+    ) -> ReserveOutcome:
         now = _now()
         with self._tx() as conn:
-            if _lock_dataset(conn, dataset_id) != 1:
+            locked = _lock_dataset(conn, dataset_id)
+            if locked == 0 and proposal is not None:
+                _insert_dataset(conn, dataset_id, proposal, "config proposal")
+                locked = _lock_dataset(conn, dataset_id)
+            if locked != 1:
                 raise LedgerError(f"dataset {dataset_id!r} has no budget in the ledger; set one with `fdp budget set`")
             existing = conn.execute(sa.select(_releases).where(_releases.c.release_id == release_id)).mappings().first()
             if existing is not None:

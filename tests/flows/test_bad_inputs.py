@@ -362,15 +362,11 @@ def test_prefect_api_unreachable_exits_1_before_the_ledger_is_touched(tmp_path: 
     assert not (tmp_path / "ledger.sqlite").exists()  # the ledger was never opened
 
 
-@pytest.mark.xfail(strict=True, reason="schemas/config.py coerces true -> 1.0 for privacy.epsilon (pydantic lax mode); "
-                   "STYLE.md: never silently coerce privacy-relevant inputs")
 def test_boolean_epsilon_is_rejected(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     url = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
     assert _run(_config(tmp_path, "c", {"privacy.epsilon": True}), tmp_path / "out", url, "b-1") == 2
 
 
-@pytest.mark.xfail(strict=True, reason="fdp release creates the dataset row from the config's budget proposal before "
-                   "the flow runs, so a run that fails on its input still pins that proposal in the ledger")
 def test_failed_first_run_leaves_no_dataset_row(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
     assert _run(_config(tmp_path, "c", {"dataset.value_column": "nope"}), tmp_path / "out", url, "f-1") == 2
