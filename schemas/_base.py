@@ -17,8 +17,8 @@ PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 class Frozen(BaseModel):
     """Base of every kept record: unknown keys rejected, immutable, NaN/inf rejected.
 
-    Booleans are refused where a number is expected (pydantic would read ``true`` as 1.0):
-    privacy-relevant inputs are never coerced silently (STYLE.md).
+    Booleans and text are refused where a number is expected (pydantic would read ``true`` or
+    ``"1"`` as 1.0): privacy-relevant inputs are never coerced silently (STYLE.md).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
@@ -29,8 +29,9 @@ class Frozen(BaseModel):
         if isinstance(data, dict):
             for name, field in cls.model_fields.items():
                 value = data.get(field.alias or name)
-                if isinstance(value, bool) and _expects_float(field.annotation):
-                    raise ValueError(f"{name} ({value!r}) must be a number, not a boolean")
+                if isinstance(value, (bool, str)) and _expects_float(field.annotation):
+                    kind = "a boolean" if isinstance(value, bool) else "text"
+                    raise ValueError(f"{name} ({value!r}) must be a number, not {kind}")
         return data
 
 

@@ -45,7 +45,7 @@ class GridSpec(Frozen):
     """The public release grid."""
 
     rule: Literal["midpoint", "trapezoid"] = Field("midpoint", description="quadrature rule (MATH.md §1.1)")
-    size: int | None = Field(None, ge=2, description="number of points (midpoint rule)")
+    size: int | None = Field(None, ge=2, le=20000, description="number of points (midpoint rule; at most 20000)")
     points: list[float] | None = Field(None, min_length=2, description="explicit nodes (trapezoid rule)")
     domain: tuple[float, float] = Field((0.0, 1.0), description="grid domain")
 

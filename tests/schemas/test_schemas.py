@@ -30,6 +30,10 @@ def test_example_config_round_trips_through_json() -> None:
     [
         (("privacy", "epsilon"), float("nan"), "privacy.epsilon"),
         (("privacy", "epsilon"), 0, "privacy.epsilon"),
+        (("privacy", "epsilon"), True, "not a boolean"),
+        (("privacy", "epsilon"), "1", "not text"),
+        (("clipping", "tau"), "0.5", "not text"),
+        (("grid", "size"), 10**6, "grid.size"),
         (("privacy", "delta"), 1.0, "privacy.delta"),
         (("privacy", "delta"), 0.01, "pure-DP"),
         (("clipping", "tau"), -1, "clipping.tau"),
