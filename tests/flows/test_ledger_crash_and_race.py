@@ -111,7 +111,8 @@ def test_kill_minus_nine_at_each_stage_leaves_a_consistent_ledger(
     assert led.verify() == []
     record = led.get("crashy")
     assert (record.state if record else None) == state_after_crash
-    assert led.budgets("race")[0].spent[0] == spent_after_crash
+    budgets = led.budgets("race")  # a run that dies before its charge leaves no dataset row at all
+    assert (budgets[0].spent[0] if budgets else 0.0) == spent_after_crash
     if stage == "after_files":
         first_bytes = (out / "release.parquet").read_bytes()
     else:
