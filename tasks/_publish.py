@@ -157,7 +157,8 @@ def public_release(
             "band_level": BAND_LEVEL,
             "band_half_width_max": float(band_source.max()),
         },
-        formulas=sorted({*plan.formulas, "preprocess.align_linear@1"}),
+        formulas=sorted({*plan.formulas, "preprocess.align_linear@1",
+                         *(("preprocess.quantise_lattice@1",) if config.engine.name != "memory" else ())}),
         outputs=[{"path": name, "sha256": hashlib.sha256(data).hexdigest()}
                  for name, data in ((RELEASE_FILE, parquet), (PLOT_FILE, png))],
         provenance=provenance,

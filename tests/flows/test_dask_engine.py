@@ -79,6 +79,7 @@ def test_release_with_dask_localcluster_matches_the_memory_plan(make_config, par
     assert {k: v for k, v in d["noise"].items() if k not in drop} == {k: v for k, v in m["noise"].items() if k not in drop}
     assert {k: v for k, v in d["parameters"].items() if k != "engine"} == \
            {k: v for k, v in m["parameters"].items() if k != "engine"}
+    assert set(d["formulas"]) - set(m["formulas"]) == {"preprocess.quantise_lattice@1"}  # the streaming step is cited
 
 
 @pytest.mark.parametrize(("engine", "extra", "match"), [
