@@ -19,7 +19,7 @@ import pandas as pd
 
 from fdpcore._typing import NDArrayFloat
 from fdpcore.errors import DataError
-from fdpcore.io.tables import _check_id_type, _ids, _numeric, _read_csv, _read_parquet
+from fdpcore.io.tables import _ids, _numeric, read_unit_columns
 from fdpcore.preprocess import _codes
 
 __all__ = ["UnitCovariates", "read_unit_covariates"]
@@ -64,16 +64,7 @@ def read_unit_covariates(
     if not p.is_file():
         raise DataError(f"dataset.path: file {str(p)!r} does not exist; check the path (relative paths are resolved against the config file)")
     names = [name for name, _ in covariates]
-    wanted = list(dict.fromkeys([unit_column, *names]))
-    if fmt == "parquet":
-        table = _read_parquet(p, wanted)
-    elif fmt == "csv":
-        table = _read_csv(p, wanted, csv_delimiter)
-    else:
-        raise DataError(f"dataset.format ({fmt!r}) must be 'parquet' or 'csv'")
-    if table.num_rows == 0:
-        raise DataError(f"{p.name}: the file has zero data rows; check dataset.path")
-    _check_id_type(table, p.name, unit_column, "privacy-unit id")
+    table = read_unit_columns(p, fmt, unit_column, names, csv_delimiter)
     codes, n_units = _codes(_ids(table.column(unit_column), p.name, unit_column, "privacy-unit id"), "units")
     out = np.empty((n_units, len(covariates)))
     for k, (name, encoding) in enumerate(covariates):

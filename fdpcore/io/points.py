@@ -26,7 +26,7 @@ import numpy as np
 
 from fdpcore._typing import AnyArray, NDArrayFloat
 from fdpcore.errors import DataError
-from fdpcore.io.tables import _check_id_type, _ids, _numeric, _read_csv, _read_parquet
+from fdpcore.io.tables import _ids, _numeric, read_unit_columns
 
 __all__ = ["OUTSIDE_RULES", "PointTable", "read_point_table"]
 
@@ -95,16 +95,7 @@ def read_point_table(
     if not p.is_file():
         raise DataError(f"dataset.path: file {str(p)!r} does not exist or is not a file; check the path "
                         "(relative paths are resolved against the config file)")
-    wanted = list(dict.fromkeys([unit_column, *coords, *([label_column] if label_column else [])]))
-    if fmt == "parquet":
-        table = _read_parquet(p, wanted)
-    elif fmt == "csv":
-        table = _read_csv(p, wanted, csv_delimiter)
-    else:
-        raise DataError(f"dataset.format ({fmt!r}) must be 'parquet' or 'csv'")
-    if table.num_rows == 0:
-        raise DataError(f"{p.name}: the file has zero data rows; check dataset.path")
-    _check_id_type(table, p.name, unit_column, "privacy-unit id")
+    table = read_unit_columns(p, fmt, unit_column, [*coords, label_column], csv_delimiter)
     units = _ids(table.column(unit_column), p.name, unit_column, "privacy-unit id")
     _, codes = np.unique(units.astype(str), return_inverse=True)
     columns = []

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 from fdpcore._typing import AnyArray, NDArrayFloat
 from fdpcore.errors import DataError
 
-__all__ = ["LongTable", "read_long_table"]
+__all__ = ["LongTable", "read_long_table", "read_unit_columns"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -71,16 +71,7 @@ def read_long_table(
         raise DataError(f"dataset.path: file {str(p)!r} does not exist; check the path (relative paths are resolved against the config file)")
     if not p.is_file():
         raise DataError(f"dataset.path: {str(p)!r} is not a file")
-    wanted = list(dict.fromkeys(c for c in (unit_column, time_column, value_column, curve_column) if c is not None))
-    if fmt == "parquet":
-        table = _read_parquet(p, wanted)
-    elif fmt == "csv":
-        table = _read_csv(p, wanted, csv_delimiter)
-    else:
-        raise DataError(f"dataset.format ({fmt!r}) must be 'parquet' or 'csv'")
-    if table.num_rows == 0:
-        raise DataError(f"{p.name}: the file has zero data rows; check dataset.path")
-    _check_id_type(table, p.name, unit_column, "privacy-unit id")
+    table = read_unit_columns(p, fmt, unit_column, [time_column, value_column, curve_column], csv_delimiter)
     if curve_column is not None:
         _check_id_type(table, p.name, curve_column, "curve id")
     times = _numeric(table.column(time_column), p.name, time_column)
@@ -100,6 +91,28 @@ def _check_columns(names: list[str], wanted: list[str], fname: str, hint: str = 
             f"{fname}: missing column(s) {missing}; the file has columns {names[:50]}{hint}. "
             "Check dataset.unit_column, dataset.time_column, dataset.value_column and dataset.curve_column"
         )
+
+
+
+def read_unit_columns(
+    p: Path, fmt: str, unit_column: str, columns: list[str | None], csv_delimiter: str = ","
+) -> pa.Table:
+    """Read ``unit_column`` and ``columns`` (None entries skipped) of a Parquet or CSV file.
+
+    Shared by every table reader: the format dispatch, the zero-row check and the privacy-unit id
+    type check live here once. Errors name the file, column and row, never a value.
+    """
+    wanted = list(dict.fromkeys(c for c in (unit_column, *columns) if c is not None))
+    if fmt == "parquet":
+        table = _read_parquet(p, wanted)
+    elif fmt == "csv":
+        table = _read_csv(p, wanted, csv_delimiter)
+    else:
+        raise DataError(f"dataset.format ({fmt!r}) must be 'parquet' or 'csv'")
+    if table.num_rows == 0:
+        raise DataError(f"{p.name}: the file has zero data rows; check dataset.path")
+    _check_id_type(table, p.name, unit_column, "privacy-unit id")
+    return table
 
 
 def _read_parquet(p: Path, wanted: list[str]) -> pa.Table:
