@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import types
-from typing import Annotated, Any, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 __all__ = ["SCHEMA_VERSION", "Frozen", "Internal", "PositiveFloat"]
 
@@ -23,27 +23,28 @@ class Frozen(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    @model_validator(mode="before")
+    @field_validator("*", mode="before")
     @classmethod
-    def _no_boolean_numbers(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            for name, field in cls.model_fields.items():
-                value = data.get(field.alias or name)
-                if isinstance(value, (bool, str)) and _expects_float(field.annotation):
-                    kind = "a boolean" if isinstance(value, bool) else "text"
-                    raise ValueError(f"{name} ({value!r}) must be a number, not {kind}")
-        return data
-
-
-def _expects_float(annotation: Any) -> bool:
-    if annotation is float:
-        return True
-    if get_origin(annotation) in (Union, types.UnionType):
-        return any(_expects_float(a) for a in get_args(annotation))
-    return False
+    def _no_coerced_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        field = cls.model_fields.get(info.field_name or "")
+        if field is not None and isinstance(value, (bool, str)) and _refuses(value, field.annotation):
+            kind = "a boolean" if isinstance(value, bool) else "text"
+            raise ValueError(f"({value!r}) must be a number, not {kind}")
+        return value
 
 
 class Internal(BaseModel):
     """Base of in-memory envelopes between tasks (arrays allowed; never serialised)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
+
+def _refuses(value: bool | str, annotation: Any) -> bool:
+    """Whether a float field (or a union with float) must refuse this boolean or text value."""
+    members = get_args(annotation) if get_origin(annotation) in (Union, types.UnionType) else (annotation,)
+    if float not in members:
+        return False
+    if isinstance(value, bool):
+        return bool not in members
+    literals = [v for m in members if get_origin(m) is Literal for v in get_args(m)]
+    return str not in members and value not in literals

@@ -117,7 +117,7 @@ ROWS: list[tuple[str, Builder, int, list[str]]] = [
     ("config-unknown-key", lambda d: {"privacy.epsilion": 1.0}, 2, ["privacy.epsilion", "Extra inputs are not permitted"]),
     ("config-unknown-top-key", lambda d: {"budgett": 1}, 2, ["budgett", "Extra inputs"]),
     ("config-missing-section", lambda d: {"privacy": DELETE}, 2, ["privacy", "Field required"]),
-    ("config-wrong-type-epsilon", lambda d: {"privacy.epsilon": "one"}, 2, ["privacy.epsilon", "valid number"]),
+    ("config-wrong-type-epsilon", lambda d: {"privacy.epsilon": "one"}, 2, ["privacy.epsilon", "must be a number, not text"]),
     ("config-wrong-type-grid", lambda d: {"grid": [1, 2]}, 2, ["grid", "valid dictionary"]),
     ("config-summary-list", lambda d: {"summary": ["mean"]}, 2, ["summary", "must be one of"]),
     ("config-epsilon-zero", lambda d: {"privacy.epsilon": 0}, 2, ["privacy.epsilon", "greater than 0"]),
