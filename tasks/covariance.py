@@ -9,15 +9,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow.parquet as pq
-from prefect import task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
-from prefect.cache_policies import NO_CACHE
 
 from fdp.schemas import ChargeRequest, CurveBatch
 from fdp.schemas.covariance import (
@@ -28,6 +25,7 @@ from fdp.schemas.covariance import (
     CovarianceSummary,
 )
 from fdp.tasks import _publish
+from fdp.tasks._settings import data_task, noise_task
 from fdp.tasks.ledger import close_release, mark_noised, provenance
 from fdp.tasks.mean import release_grid
 from fdpcore.accounting import compose_pure
@@ -45,7 +43,6 @@ from fdpcore.fpca import reference_on_grid
 from fdpcore.ledger import Ledger
 from fdpcore.preprocess import to_source_units
 
-data_task = partial(task, cache_policy=NO_CACHE, persist_result=False)
 EIGEN_FILE = "eigenfunctions.parquet"
 
 
@@ -128,7 +125,7 @@ def covariance_charge_request(
     )
 
 
-@task(name="draw-covariance", retries=0, cache_policy=NO_CACHE, persist_result=False)
+@noise_task(name="draw-covariance")
 def draw_covariance(ledger_url: str, release_id: str, plan: CovariancePlanEnvelope, summary: CovarianceSummary) -> Any:
     """Mark the charge as final, then draw the OpenDP Laplace noise once (no retries, cache or persistence)."""
     mark_noised(ledger_url, release_id)

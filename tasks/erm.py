@@ -8,7 +8,8 @@ import numpy as np
 
 from fdp.schemas.erm import ErmReleaseConfig
 from fdp.schemas.kde import PointBatch, PointPlanEnvelope, PointSummary
-from fdp.tasks.kde import data_task, point_axes, public_point_release, publish_point_release
+from fdp.tasks._settings import data_task
+from fdp.tasks.kde import point_axes, public_point_release, publish_point_release
 from fdp.tasks.ledger import provenance
 from fdpcore.erm import plan_erm_release, summarise_erm
 from fdpcore.kde import PointPlan

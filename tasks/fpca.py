@@ -9,13 +9,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import secrets
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 from threadpoolctl import threadpool_limits
 
 from fdp.schemas import ChargeRequest, CurveBatch
@@ -26,6 +23,7 @@ from fdp.schemas.fpca import (
     FpcaReleaseConfig,
 )
 from fdp.tasks import _publish
+from fdp.tasks._settings import data_task, noise_task
 from fdp.tasks._plots import curves_png
 from fdp.tasks.ledger import close_release, mark_noised, period_and_budget, provenance
 from fdp.tasks.mean import release_grid
@@ -41,7 +39,6 @@ from fdpcore.fpca import (
 from fdpcore.preprocess import to_source_units
 
 PLOT_FILE = "components.png"
-data_task = partial(task, cache_policy=NO_CACHE, persist_result=False)
 
 
 @data_task(name="plan-fpca")
@@ -92,7 +89,7 @@ def fpca_charge_request(
     )
 
 
-@task(name="draw-components", retries=0, cache_policy=NO_CACHE, persist_result=False)
+@noise_task(name="draw-components")
 def draw_components(ledger_url: str, release_id: str, plan: FpcaPlanEnvelope, gram: FpcaGram) -> Any:
     """Mark the charge as final, then draw the single released state (no retries, cache or persistence).
 

@@ -9,26 +9,22 @@ from __future__ import annotations
 import base64
 import hashlib
 import math
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 
 from fdp.schemas import ChargeRequest
 from fdp.schemas.kde import KdeReleaseConfig, PointBatch, PointManifest, PointPlanEnvelope, PointSummary
 from fdp.tasks import _publish
 from fdp.tasks._plots import curves_png, surface_png
+from fdp.tasks._settings import data_task, noise_task
 from fdp.tasks.ledger import close_release, mark_noised, period_and_budget, provenance
 from fdpcore.grids import Grid, make_grid
 from fdpcore.io.points import read_point_table
 from fdpcore.kde import PointPlan, draw_point_release, plan_kde_release, summarise_kde
 from fdpcore.mechanisms import whitened_pointwise_band
 
-# Raw data and noise never leave memory: no cache, no persisted result.
-data_task = partial(task, cache_policy=NO_CACHE, persist_result=False)
 
 NOISE_TEXT = {
     "laplace": ("Laplace on whitened KL coefficients (ICLP): coefficient j ~ Lap(whitened_scale * sqrt(lambda_j)), "
@@ -85,7 +81,7 @@ def point_charge_request(config: Any, config_sha256: str, plan: PointPlanEnvelop
     )
 
 
-@task(name="draw-point-noise", retries=0, cache_policy=NO_CACHE, persist_result=False)
+@noise_task(name="draw-point-noise")
 def draw_point_noise(ledger_url: str, release_id: str, plan: PointPlanEnvelope, summary: PointSummary) -> Any:
     """Mark the charge as final, then draw OpenDP noise once (no retries, cache or persistence)."""
     mark_noised(ledger_url, release_id)

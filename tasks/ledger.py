@@ -8,29 +8,24 @@ is drawn, cancel only while no noise exists, and close the entry with the public
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from functools import partial
 from pathlib import Path
 from typing import Any
 
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 from prefect.runtime import flow_run
 
 import fdpcore
 from fdp.schemas import ChargeRequest
 from fdp.tasks import _publish
+from fdp.tasks._settings import data_task
 from fdpcore.io.provenance import git_sha, operator_host
 from fdpcore.ledger import Ledger, ReleaseRecord
 
-# Ledger state must never come from a cache, and release records never persist as Prefect results.
-ledger_task = partial(task, cache_policy=NO_CACHE, persist_result=False)
 
 __all__ = [
     "cancel_reservation",
     "charge_budget",
     "check_existing_release",
     "close_release",
-    "ledger_task",
     "mark_noised",
     "period_and_budget",
     "provenance",
@@ -55,13 +50,13 @@ def provenance(config_sha256: str, *, public: bool = False) -> dict[str, Any]:
     return record
 
 
-@ledger_task(name="check-existing-release")
+@data_task(name="check-existing-release")
 def check_existing_release(ledger_url: str, release_id: str) -> ReleaseRecord | None:
     """The ledger row of ``release_id`` if it exists (for idempotent re-runs)."""
     return Ledger(ledger_url).get(release_id)
 
 
-@ledger_task(name="charge-budget")
+@data_task(name="charge-budget")
 def charge_budget(ledger_url: str, release_id: str, request: ChargeRequest) -> dict[str, Any]:
     """Reserve the release's full cost atomically in the ledger, before any noise exists.
 
@@ -85,7 +80,7 @@ def mark_noised(ledger_url: str, release_id: str) -> None:
     Ledger(ledger_url).mark_noised(release_id)
 
 
-@ledger_task(name="cancel-reservation")
+@data_task(name="cancel-reservation")
 def cancel_reservation(ledger_url: str, release_id: str) -> bool:
     """Give back a reservation whose release failed before any noise was drawn."""
     ledger = Ledger(ledger_url)
@@ -101,7 +96,7 @@ def close_release(ledger_url: str, release_id: str, public: dict[str, Any]) -> N
     Ledger(ledger_url).publish(release_id, public)
 
 
-@ledger_task(name="republish-release")
+@data_task(name="republish-release")
 def republish_release(record: ReleaseRecord, out_dir: str) -> dict[str, Any]:
     """Re-write a published release's files from the ledger (an idempotent re-run; nothing is charged)."""
     if record.public is None:

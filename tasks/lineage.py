@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 from prefect.logging import get_run_logger
 
+from fdp.tasks._settings import data_task
 from fdpcore.io.lineage import emit_release_event
 
 __all__ = ["emit_lineage"]
 
 
-@task(name="emit-lineage", cache_policy=NO_CACHE, persist_result=False)
+@data_task(name="emit-lineage")
 def emit_lineage(manifest: dict[str, Any], job_name: str, out_dir: str) -> bool:
     """Emit the release's OpenLineage ``COMPLETE`` event (built from the public manifest only).
 

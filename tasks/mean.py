@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from functools import partial
 from pathlib import Path
 from typing import Any
 
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 
 import fdpcore
 from fdp.schemas import ChargeRequest, CurveBatch, MeanSummary, NoisePlan, ReleaseConfig
 from fdp.tasks import _publish
+from fdp.tasks._settings import data_task, noise_task
 from fdp.tasks.ledger import close_release, mark_noised, period_and_budget, provenance
 from fdpcore.grids import Grid, make_grid
 from fdpcore.io import read_long_table
@@ -19,8 +17,6 @@ from fdpcore.io.eigencache import enable_disk_cache
 from fdpcore.preprocess import align_long, clip_l2, rescale_long
 from fdpcore.release import draw_mean_release, plan_mean_release, select_mean_parameters, summarise_mean
 
-# Raw data and noise never leave memory: no cache, no persisted result.
-data_task = partial(task, cache_policy=NO_CACHE, persist_result=False)
 
 
 def release_grid(config: ReleaseConfig) -> Grid:
@@ -81,7 +77,7 @@ def plan_release(config: ReleaseConfig, n: int) -> NoisePlan:
     return NoisePlan(plan=plan)
 
 
-@task(name="select-parameters", retries=0, cache_policy=NO_CACHE, persist_result=False)
+@noise_task(name="select-parameters")
 def select_parameters(ledger_url: str, release_id: str, batch: CurveBatch, plan: NoisePlan) -> NoisePlan:
     """Data-dependent tuning after the charge: the exponential mechanism (marks the charge final first) or PCV."""
     if plan.plan.tuning == "dp_select":
@@ -95,7 +91,7 @@ def summarise_curves(batch: CurveBatch, plan: NoisePlan) -> MeanSummary:
     return MeanSummary(coefficients=summarise_mean(batch.data_matrix, plan.plan))
 
 
-@task(name="draw-noise", retries=0, cache_policy=NO_CACHE, persist_result=False)
+@noise_task(name="draw-noise")
 def draw_noise(ledger_url: str, release_id: str, plan: NoisePlan, summary: MeanSummary, noised: bool = False) -> Any:
     """Mark the charge as final (unless a selection already did), then draw OpenDP noise once."""
     if not noised:

@@ -8,18 +8,16 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 
 from fdp.schemas import ChargeRequest, CurveBatch
 from fdp.schemas.covariance import CONTRIBUTION_RULE
 from fdp.schemas.regression import FosrData, FosrManifest, FosrPlanEnvelope, FosrReleaseConfig
 from fdp.tasks import _publish
+from fdp.tasks._settings import data_task, noise_task
 from fdp.tasks.covariance import publish_summary
 from fdp.tasks.ledger import mark_noised, provenance
 from fdp.tasks.mean import release_grid
@@ -29,7 +27,6 @@ from fdpcore.io.covariates import read_unit_covariates
 from fdpcore.preprocess import to_source_units
 from fdpcore.regression import clip_covariates, draw_fosr_release, plan_fosr_release, summarise_fosr
 
-data_task = partial(task, cache_policy=NO_CACHE, persist_result=False)
 
 
 @data_task(name="plan-fosr")
@@ -82,7 +79,7 @@ def fosr_charge_request(
     )
 
 
-@task(name="draw-fosr", retries=0, cache_policy=NO_CACHE, persist_result=False)
+@noise_task(name="draw-fosr")
 def draw_fosr(ledger_url: str, release_id: str, plan: FosrPlanEnvelope, data: FosrData) -> Any:
     """Mark the charge as final, then draw both parts' OpenDP noise once and assemble beta~ (post-processing)."""
     mark_noised(ledger_url, release_id)

@@ -12,23 +12,20 @@ Data tasks do not cache or persist results; nothing computed from the data leave
 
 from __future__ import annotations
 
-from functools import partial
 from pathlib import Path
 from typing import Any
 
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 
-import fdpcore
 from fdp.schemas import MeanSummary, NoisePlan, ReleaseConfig
 from fdp.schemas.engine import StreamBatch
+from fdp.tasks._settings import data_task
 from fdp.tasks.mean import release_grid
+import fdpcore
 from fdpcore.accumulate import summarise_mean_sums
 from fdpcore.io.streaming import FilePartial, StreamSpec, combine_partials, dataset_files, ingest_file
 
 __all__ = ["ingest_partition", "stream_curves", "stream_spec", "summarise_sums"]
 
-data_task = partial(task, cache_policy=NO_CACHE, persist_result=False)
 
 
 def stream_spec(config: ReleaseConfig) -> StreamSpec:
