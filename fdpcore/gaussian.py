@@ -27,6 +27,7 @@ from scipy import special
 from fdpcore import _validate
 from fdpcore._typing import ArrayLike, NDArrayFloat
 from fdpcore.errors import DomainError, InternalError, PrivacyParameterError
+from fdpcore.mechanisms import _whitened, draw_whitened
 
 __all__ = [
     "CALIBRATIONS",
@@ -190,17 +191,10 @@ def sample_gaussian_whitened(
     >>> sample_gaussian_whitened([0.0, 0.0], cal, draws=3, rng=np.random.default_rng(0)).shape
     (3, 2)
     """
-    zz = np.asarray(z, dtype=np.float64)
-    if zz.ndim != 1 or not np.all(np.isfinite(zz)):
-        raise DomainError("z must be a finite 1-D array of whitened coordinates")
-    draws = _validate.positive_int("draws", draws)
-    if calibration.secure:
-        meas = _opendp_gaussian(zz.shape[0], calibration.scale)
-        if meas.map(calibration.sensitivity) > calibration.rho:
-            raise InternalError("OpenDP privacy map exceeds the calibrated rho")
-        return np.array([meas(zz.tolist()) for _ in range(draws)], dtype=np.float64)
-    gen = rng if rng is not None else np.random.default_rng()
-    return zz + gen.normal(0.0, calibration.scale, size=(draws, zz.shape[0]))
+    zz = _whitened(z)
+    meas = _opendp_gaussian(zz.shape[0], calibration.scale) if calibration.secure else None
+    return draw_whitened(zz, meas, calibration.sensitivity, calibration.rho, draws,
+                         lambda gen, size: gen.normal(0.0, calibration.scale, size=size), rng)
 
 
 def _positive_delta(delta: float) -> float:

@@ -14,6 +14,7 @@ published release (``fdp release`` always passes ``secure=True``).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -131,17 +132,41 @@ def sample_laplace_whitened(
     >>> sample_laplace_whitened([0.0, 1.0], cal, draws=2, rng=np.random.default_rng(0)).shape
     (2, 2)
     """
+    zz = _whitened(z)
+    meas = _opendp_laplace(zz.shape[0], calibration.scale) if calibration.secure else None
+    return draw_whitened(zz, meas, calibration.sensitivity, calibration.epsilon, draws,
+                         lambda gen, size: gen.laplace(0.0, calibration.scale, size=size), rng)
+
+
+def _whitened(z: ArrayLike) -> NDArrayFloat:
     zz = np.asarray(z, dtype=np.float64)
     if zz.ndim != 1 or not np.all(np.isfinite(zz)):
         raise DomainError("z must be a finite 1-D array of whitened coordinates")
+    return zz
+
+
+def draw_whitened(
+    z: NDArrayFloat,
+    measurement: dp.Measurement | None,
+    sensitivity: float,
+    budget: float,
+    draws: int,
+    fast: Callable[[np.random.Generator, tuple[int, int]], NDArrayFloat],
+    rng: np.random.Generator | None,
+) -> NDArrayFloat:
+    """``draws x d`` noisy copies of whitened ``z``: the shared body of the Laplace and Gaussian samplers.
+
+    With an OpenDP ``measurement`` (secure), its privacy map at ``sensitivity`` is checked against
+    ``budget`` (epsilon, or rho for the Gaussian) before any draw; otherwise ``fast(gen, shape)`` gives
+    NumPy noise for simulations.
+    """
     draws = _validate.positive_int("draws", draws)
-    if calibration.secure:
-        meas = _opendp_laplace(zz.shape[0], calibration.scale)
-        if meas.map(calibration.sensitivity) > calibration.epsilon:
-            raise InternalError("OpenDP privacy map exceeds epsilon for the calibrated scale")
-        return np.array([meas(zz.tolist()) for _ in range(draws)], dtype=np.float64)
+    if measurement is not None:
+        if measurement.map(sensitivity) > budget:
+            raise InternalError("OpenDP privacy map exceeds the calibrated budget")
+        return np.array([measurement(z.tolist()) for _ in range(draws)], dtype=np.float64)
     gen = rng if rng is not None else np.random.default_rng()
-    return zz + gen.laplace(0.0, calibration.scale, size=(draws, zz.shape[0]))
+    return z + fast(gen, (draws, z.shape[0]))
 
 
 def whitened_expected_sq_error(recolour: ArrayLike, weights: ArrayLike, variance: float) -> float:
