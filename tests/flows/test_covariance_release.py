@@ -10,50 +10,26 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-import yaml
-from prefect.client.orchestration import get_client
-from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
-from fdp.flows.cli import main
+from flow_support import REPO, artifacts, release, write_config
 from fdpcore.covariance import plan_covariance_release
 from fdpcore.formulas import FORMULAS
 from fdpcore.grids import midpoint_grid
 from fdpcore.ledger import Ledger
 
-REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "electricity_covariance.yaml"
 MEAN_EXAMPLE = REPO / "examples" / "electricity_mean.yaml"
 DATA = REPO / "examples" / "data" / "electricity_monday.parquet"
 
 
 def _config(tmp_path: Path, example: Path = EXAMPLE, data: Path = DATA, **overrides: object) -> Path:
-    cfg = yaml.safe_load(example.read_text())
-    cfg["dataset"]["path"] = str(data)
-    for dotted, value in overrides.items():
-        node = cfg
-        keys = dotted.split("__")
-        for k in keys[:-1]:
-            node = node.setdefault(k, {})
-        node[keys[-1]] = value
-    path = tmp_path / f"cov-{len(list(tmp_path.glob('cov-*.yaml')))}.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    return path
-
-
-def _release(config: Path, out: Path, ledger: str, release_id: str) -> int:
-    return main(["release", str(config), "--out", str(out), "--ledger", ledger, "--release-id", release_id])
-
-
-def _artifacts(key: str) -> list[str]:
-    with get_client(sync_client=True) as client:
-        arts = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])))
-    return [str(a.data) for a in arts]
+    return write_config(tmp_path, example, data=data, prefix="cov", **overrides)
 
 
 def test_covariance_release_publishes_surface_eigenfunctions_manifest_ledger_and_artifacts(tmp_path: Path) -> None:
     ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
     out = tmp_path / "out"
-    assert _release(_config(tmp_path), out, ledger, "cov-1") == 0
+    assert release(_config(tmp_path), out, ledger, "cov-1") == 0
 
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["summary"] == "covariance" and manifest["n"] == 508
@@ -87,13 +63,13 @@ def test_covariance_release_publishes_surface_eigenfunctions_manifest_ledger_and
     record = Ledger(ledger).get("cov-1")
     assert record is not None and record.state == "published" and record.summary == "covariance"
     assert record.internal["counts"]["n_rows"] == 24384
-    notes = _artifacts("adelaide-electricity-monday-covariance-release-note")
+    notes = artifacts("adelaide-electricity-monday-covariance-release-note")
     assert notes and "Monday demand curve" in notes[-1] and "covariance: 1" in notes[-1]
-    assert _artifacts("adelaide-electricity-monday-covariance-budget-splits")
+    assert artifacts("adelaide-electricity-monday-covariance-budget-splits")
 
     # idempotent re-run: same files, nothing charged
     again = tmp_path / "again"
-    assert _release(_config(tmp_path), again, ledger, "cov-1") == 0
+    assert release(_config(tmp_path), again, ledger, "cov-1") == 0
     assert (again / "release.parquet").read_bytes() == (out / "release.parquet").read_bytes()
     assert Ledger(ledger).budgets("adelaide-electricity-monday")[0].as_dict()["spent"]["epsilon"] == 1.0
 
@@ -102,12 +78,12 @@ def test_centring_by_a_published_private_mean_links_and_composes(tmp_path: Path)
     ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
     # a missing mean release: exit 2, nothing charged
     cfg = _config(tmp_path, centering={"kind": "private_mean", "release_id": "mean-1"})
-    assert _release(cfg, tmp_path / "bad", ledger, "cov-bad") == 2
+    assert release(cfg, tmp_path / "bad", ledger, "cov-bad") == 2
     assert Ledger(ledger).get("cov-bad") is None
 
-    assert _release(_config(tmp_path, example=MEAN_EXAMPLE), tmp_path / "mean", ledger, "mean-1") == 0
+    assert release(_config(tmp_path, example=MEAN_EXAMPLE), tmp_path / "mean", ledger, "mean-1") == 0
     out = tmp_path / "cov"
-    assert _release(cfg, out, ledger, "cov-2") == 0
+    assert release(cfg, out, ledger, "cov-2") == 0
     manifest = json.loads((out / "manifest.json").read_text())
     link = manifest["composition"]
     assert link["centering_release_id"] == "mean-1" and link["centering_epsilon"] == 1.0
@@ -118,13 +94,13 @@ def test_centring_by_a_published_private_mean_links_and_composes(tmp_path: Path)
 
     # a covariance release cannot be used as a centre
     cfg2 = _config(tmp_path, centering={"kind": "private_mean", "release_id": "cov-2"})
-    assert _release(cfg2, tmp_path / "bad2", ledger, "cov-bad2") == 2
+    assert release(cfg2, tmp_path / "bad2", ledger, "cov-bad2") == 2
 
 
 def test_sample_mean_centring_uses_the_larger_bound(tmp_path: Path) -> None:
     ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
-    assert _release(_config(tmp_path), tmp_path / "a", ledger, "cov-pub") == 0
-    assert _release(_config(tmp_path, centering={"kind": "sample_mean"}), tmp_path / "b", ledger, "cov-smp") == 0
+    assert release(_config(tmp_path), tmp_path / "a", ledger, "cov-pub") == 0
+    assert release(_config(tmp_path, centering={"kind": "sample_mean"}), tmp_path / "b", ledger, "cov-smp") == 0
     pub = json.loads((tmp_path / "a" / "manifest.json").read_text())["sensitivity"]
     smp = json.loads((tmp_path / "b" / "manifest.json").read_text())["sensitivity"]
     assert smp["bound"] == "sensitivity.cov.sample_mean_center@1"
@@ -140,7 +116,7 @@ def test_unit_with_ten_curves_is_one_record(tmp_path: Path, electricity: pd.Data
     cfg = _config(tmp_path, data=data, dataset__unit_column="household", dataset__curve_column="meter",
                   dataset__privacy_unit="household (all its meters)")
     ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
-    assert _release(cfg, tmp_path / "out", ledger, "cov-hh") == 0
+    assert release(cfg, tmp_path / "out", ledger, "cov-hh") == 0
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert manifest["n"] == 508 - 9
     assert manifest["privacy"]["privacy_unit"] == "household (all its meters)"
@@ -163,5 +139,5 @@ def test_bad_covariance_configs_exit_2(tmp_path: Path) -> None:
         {"clipping": {"tau": 1.0, "sup_clip": 2.0}},
     ]
     for i, override in enumerate(cases):
-        assert _release(_config(tmp_path, **override), tmp_path / f"o{i}", ledger, f"bad-{i}") == 2, override
+        assert release(_config(tmp_path, **override), tmp_path / f"o{i}", ledger, f"bad-{i}") == 2, override
     assert Ledger(ledger).get("bad-0") is None

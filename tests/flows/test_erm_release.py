@@ -7,37 +7,20 @@ from pathlib import Path
 
 import pandas as pd
 import pyarrow.parquet as pq
-import yaml
 
-from fdp.flows.cli import main
+from flow_support import REPO, release, write_config
 from fdpcore.formulas import FORMULAS
 from fdpcore.ledger import Ledger
 
-REPO = Path(__file__).resolve().parents[2]
-
 
 def _config(tmp_path: Path, example: str, **overrides: object) -> Path:
-    cfg = yaml.safe_load((REPO / "examples" / example).read_text())
-    cfg["dataset"]["path"] = str(REPO / "examples" / cfg["dataset"]["path"])
-    for key, value in overrides.items():
-        node = cfg
-        keys = key.split("__")
-        for k in keys[:-1]:
-            node = node[k]
-        node[keys[-1]] = value
-    path = tmp_path / f"cfg-{len(list(tmp_path.glob('cfg-*.yaml')))}.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    return path
-
-
-def _release(config: Path, out: Path, ledger: str, release_id: str) -> int:
-    return main(["release", str(config), "--out", str(out), "--ledger", ledger, "--release-id", release_id])
+    return write_config(tmp_path, REPO / "examples" / example, prefix="cfg", **overrides)
 
 
 def test_ridge_example_manifest_states_solver_assumption(tmp_path: Path) -> None:
     ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
     out = tmp_path / "out"
-    assert _release(_config(tmp_path, "erm_ridge.yaml", grid__size=40), out, ledger, "ridge-1") == 0
+    assert release(_config(tmp_path, "erm_ridge.yaml", grid__size=40), out, ledger, "ridge-1") == 0
     m = json.loads((out / "manifest.json").read_text())
     assert m["summary"] == "erm" and m["mechanism"] == "iclp" and m["n"] == 1000
     assert m["sensitivity"]["bound"] == "sensitivity.erm.iclp_one_c@1"
@@ -53,9 +36,9 @@ def test_ridge_example_manifest_states_solver_assumption(tmp_path: Path) -> None
 
 def test_logistic_and_svm_2d(tmp_path: Path) -> None:
     ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
-    assert _release(_config(tmp_path, "erm_logistic.yaml", grid__size=30), tmp_path / "a", ledger, "logit") == 0
+    assert release(_config(tmp_path, "erm_logistic.yaml", grid__size=30), tmp_path / "a", ledger, "logit") == 0
     assert "predicted_label" in pq.read_table(tmp_path / "a" / "release.parquet").column_names
-    assert _release(_config(tmp_path, "erm_svm_2d.yaml", grid__size=10), tmp_path / "b", ledger, "svm") == 0
+    assert release(_config(tmp_path, "erm_svm_2d.yaml", grid__size=10), tmp_path / "b", ledger, "svm") == 0
     m = json.loads((tmp_path / "b" / "manifest.json").read_text())
     assert m["mechanism"] == "gp" and m["sensitivity"]["bound"] == "sensitivity.erm.gp_cm@1" and m["privacy"]["delta"] == 1e-5
     assert m["solver"]["certificate"].startswith("duality gap")
@@ -68,8 +51,8 @@ def test_labels_not_pm1_for_svm_exit_2_naming_the_row(tmp_path: Path, capsys) ->
     frame.to_parquet(data)
     cfg = _config(tmp_path, "erm_svm_2d.yaml", grid__size=8, dataset__label_column="label01", dataset__path=str(data))
     ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
-    assert _release(cfg, tmp_path / "o", ledger, "bad") == 2
+    assert release(cfg, tmp_path / "o", ledger, "bad") == 2
     err = capsys.readouterr().err
     assert "label01" in err and "row" in err and "-1 or +1" in err
     assert Ledger(ledger).get("bad") is None
-    assert _release(_config(tmp_path, "erm_ridge.yaml", label_bound=None), tmp_path / "o", ledger, "nb") == 2
+    assert release(_config(tmp_path, "erm_ridge.yaml", label_bound=None), tmp_path / "o", ledger, "nb") == 2

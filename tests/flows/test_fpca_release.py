@@ -10,49 +10,25 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-import yaml
-from prefect.client.orchestration import get_client
-from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
-from fdp.flows.cli import main
+from flow_support import REPO, artifacts, release, write_config
 from fdpcore.formulas import FORMULAS
 from fdpcore.grids import grid_from_nodes
 from fdpcore.ledger import Ledger
 
-REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "growth_fpca.yaml"
 DATA = REPO / "examples" / "data" / "berkeley_growth.parquet"
 
 
 def _config(tmp_path: Path, data: Path = DATA, **overrides: object) -> Path:
-    cfg = yaml.safe_load(EXAMPLE.read_text())
-    cfg["dataset"]["path"] = str(data)
-    cfg["sampler"]["burn_in"] = 200  # plumbing runs; the example's 20,000 is exercised by `fdp release`
-    for dotted, value in overrides.items():
-        node = cfg
-        keys = dotted.split("__")
-        for k in keys[:-1]:
-            node = node[k]
-        node[keys[-1]] = value
-    path = tmp_path / f"fpca-{len(list(tmp_path.glob('fpca-*.yaml')))}.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    return path
-
-
-def _release(config: Path, out: Path, ledger: str, release_id: str) -> int:
-    return main(["release", str(config), "--out", str(out), "--ledger", ledger, "--release-id", release_id])
-
-
-def _artifacts(key: str) -> list[str]:
-    with get_client(sync_client=True) as client:
-        arts = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])))
-    return [str(a.data) for a in arts]
+    overrides = {"sampler__burn_in": 200, **overrides}  # plumbing runs; the example's 20,000 runs via `fdp release`
+    return write_config(tmp_path, EXAMPLE, data=data, prefix="fpca", **overrides)
 
 
 def test_fpca_release_publishes_components_manifest_ledger_and_artifacts(tmp_path: Path) -> None:
     ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
     out = tmp_path / "out"
-    assert _release(_config(tmp_path), out, ledger, "growth-pca-1") == 0
+    assert release(_config(tmp_path), out, ledger, "growth-pca-1") == 0
 
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["summary"] == "fpca" and manifest["n"] == 93
@@ -85,15 +61,15 @@ def test_fpca_release_publishes_components_manifest_ledger_and_artifacts(tmp_pat
         "release.reserved", "release.noised", "release.published"]
     assert led.verify() == []
 
-    notes = _artifacts("berkeley-growth-fpca-release-note")
+    notes = artifacts("berkeley-growth-fpca-release-note")
     assert any("What is protected" in n and "growth-pca-1" in n and "data:image/png;base64," in n for n in notes)
 
 
 def test_one_component_is_an_exact_draw_and_reruns_charge_nothing(tmp_path: Path) -> None:
     ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
     cfg = _config(tmp_path, n_components=1)
-    assert _release(cfg, tmp_path / "a", ledger, "pc1") == 0
-    assert _release(cfg, tmp_path / "b", ledger, "pc1") == 0
+    assert release(cfg, tmp_path / "a", ledger, "pc1") == 0
+    assert release(cfg, tmp_path / "b", ledger, "pc1") == 0
     manifest = json.loads((tmp_path / "a" / "manifest.json").read_text())
     assert manifest["sampler"]["exact"] is True and manifest["sampler"]["burn_in"] is None
     assert "exact draw" in manifest["privacy"]["guarantee"]
@@ -110,8 +86,8 @@ def test_manifest_holds_no_data_derived_value(tmp_path: Path) -> None:
     other_path = tmp_path / "other.parquet"
     other.to_parquet(other_path)
     ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
-    assert _release(_config(tmp_path), tmp_path / "a", ledger, "x1") == 0
-    assert _release(_config(tmp_path, data=other_path), tmp_path / "b", ledger, "x2") == 0
+    assert release(_config(tmp_path), tmp_path / "a", ledger, "x1") == 0
+    assert release(_config(tmp_path, data=other_path), tmp_path / "b", ledger, "x2") == 0
     ma = json.loads((tmp_path / "a" / "manifest.json").read_text())
     mb = json.loads((tmp_path / "b" / "manifest.json").read_text())
     for key in ("outputs", "provenance", "release_id"):
@@ -132,7 +108,7 @@ def test_manifest_holds_no_data_derived_value(tmp_path: Path) -> None:
 def test_bad_configs_exit_2_and_spend_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                               override: dict[str, object], needle: str) -> None:
     ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
-    assert _release(_config(tmp_path, **override), tmp_path / "out", ledger, "bad") == 2
+    assert release(_config(tmp_path, **override), tmp_path / "out", ledger, "bad") == 2
     assert needle in capsys.readouterr().err
     assert not (tmp_path / "out" / "manifest.json").exists()
 
@@ -141,6 +117,6 @@ def test_reference_not_covering_the_ages_is_rejected_before_any_charge(tmp_path:
                                                                        capsys: pytest.CaptureFixture[str]) -> None:
     ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
     cfg = _config(tmp_path, centering__time=[float(a) for a in range(3, 21)])
-    assert _release(cfg, tmp_path / "out", ledger, "bad-ref") == 2
+    assert release(cfg, tmp_path / "out", ledger, "bad-ref") == 2
     assert "must cover every grid node" in capsys.readouterr().err
     assert Ledger(ledger).releases() == []

@@ -12,35 +12,19 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from fdp.flows.cli import main
+from flow_support import REPO, release, write_config
 from fdpcore.formulas import FORMULAS
 from fdpcore.ledger import Ledger
 
-REPO = Path(__file__).resolve().parents[2]
-
 
 def _config(tmp_path: Path, example: str, **overrides: object) -> Path:
-    cfg = yaml.safe_load((REPO / "examples" / example).read_text())
-    cfg["dataset"]["path"] = str(REPO / "examples" / cfg["dataset"]["path"])
-    for dotted, value in overrides.items():
-        node = cfg
-        keys = dotted.split("__")
-        for k in keys[:-1]:
-            node = node[k]
-        node[keys[-1]] = value
-    path = tmp_path / f"cfg-{len(list(tmp_path.glob('cfg-*.yaml')))}.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    return path
-
-
-def _release(config: Path, out: Path, ledger: str, release_id: str) -> int:
-    return main(["release", str(config), "--out", str(out), "--ledger", ledger, "--release-id", release_id])
+    return write_config(tmp_path, REPO / "examples" / example, prefix="cfg", **overrides)
 
 
 def test_kde_1d_example_publishes_density_manifest_and_ledger(tmp_path: Path) -> None:
     ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
     out = tmp_path / "out"
-    assert _release(_config(tmp_path, "kde_1d.yaml", grid__size=50), out, ledger, "kde-1") == 0
+    assert release(_config(tmp_path, "kde_1d.yaml", grid__size=50), out, ledger, "kde-1") == 0
     m = json.loads((out / "manifest.json").read_text())
     assert m["summary"] == "kde" and m["mechanism"] == "iclp_qr" and m["n"] == 2000  # persons, not visits
     assert m["privacy"]["privacy_unit"].startswith("person") and m["privacy"]["delta"] == 0.0
@@ -74,29 +58,29 @@ def test_unit_with_ten_points_counts_once_and_outside_points(tmp_path: Path) -> 
     raw = yaml.safe_load(cfg.read_text())
     raw["dataset"]["path"] = str(data)
     cfg.write_text(yaml.safe_dump(raw))
-    assert _release(cfg, tmp_path / "o1", ledger, "ten") == 0
+    assert release(cfg, tmp_path / "o1", ledger, "ten") == 0
     assert json.loads((tmp_path / "o1" / "manifest.json").read_text())["n"] == 100
 
     frame.loc[3, "score"] = 11.0  # outside the public domain [0, 10]
     frame.to_parquet(data)
     spent = Ledger(ledger).budgets("synthetic-scores")[0].as_dict()["spent"]["epsilon"]
-    assert _release(cfg, tmp_path / "o2", ledger, "outside") == 2
+    assert release(cfg, tmp_path / "o2", ledger, "outside") == 2
     assert Ledger(ledger).get("outside") is None
     assert Ledger(ledger).budgets("synthetic-scores")[0].as_dict()["spent"]["epsilon"] == spent
     raw["dataset"]["outside_domain"] = "clamp"
     cfg.write_text(yaml.safe_dump(raw))
-    assert _release(cfg, tmp_path / "o3", ledger, "clamped") == 0
+    assert release(cfg, tmp_path / "o3", ledger, "clamped") == 0
     assert Ledger(ledger).get("clamped").internal["counts"]["n_points_clamped"] == 1  # type: ignore[union-attr]
 
 
 def test_kde_2d_and_hall_gp(tmp_path: Path) -> None:
     ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
-    assert _release(_config(tmp_path, "kde_2d.yaml", grid__size=12), tmp_path / "a", ledger, "kde-2d") == 0
+    assert release(_config(tmp_path, "kde_2d.yaml", grid__size=12), tmp_path / "a", ledger, "kde-2d") == 0
     m = json.loads((tmp_path / "a" / "manifest.json").read_text())
     assert m["parameters"]["grid"]["tensor"] is True and "eigen.tensor_kron@1" in m["formulas"]
     table = pq.read_table(tmp_path / "a" / "release.parquet").to_pandas()
     assert len(table) == 144 and {"x1", "x2", "t1", "t2", "density"} <= set(table.columns)
-    assert _release(_config(tmp_path, "kde_1d_hall.yaml", grid__size=40), tmp_path / "b", ledger, "hall") == 0
+    assert release(_config(tmp_path, "kde_1d_hall.yaml", grid__size=40), tmp_path / "b", ledger, "hall") == 0
     h = json.loads((tmp_path / "b" / "manifest.json").read_text())
     assert h["mechanism"] == "hall_gp" and h["privacy"]["delta"] == 1e-5
     assert h["sensitivity"]["value"] < h["sensitivity"]["paper_bound"]
@@ -105,6 +89,6 @@ def test_kde_2d_and_hall_gp(tmp_path: Path) -> None:
 
 def test_bad_kde_configs_exit_2(tmp_path: Path) -> None:
     ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
-    assert _release(_config(tmp_path, "kde_1d.yaml", mechanism="hall_gp"), tmp_path / "o", ledger, "x") == 2
-    assert _release(_config(tmp_path, "kde_1d.yaml", grid__domain=[0.0, 2.0]), tmp_path / "o", ledger, "y") == 2
-    assert _release(_config(tmp_path, "kde_1d.yaml", dataset__domain=[[0.0, 10.0], [0.0, 1.0]]), tmp_path / "o", ledger, "z") == 2
+    assert release(_config(tmp_path, "kde_1d.yaml", mechanism="hall_gp"), tmp_path / "o", ledger, "x") == 2
+    assert release(_config(tmp_path, "kde_1d.yaml", grid__domain=[0.0, 2.0]), tmp_path / "o", ledger, "y") == 2
+    assert release(_config(tmp_path, "kde_1d.yaml", dataset__domain=[[0.0, 10.0], [0.0, 1.0]]), tmp_path / "o", ledger, "z") == 2

@@ -10,41 +10,25 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-import yaml
 
-from fdp.flows.cli import main
+from flow_support import REPO, release, write_config
 from fdpcore.errors import DataError
 from fdpcore.formulas import FORMULAS
 from fdpcore.io.covariates import read_unit_covariates
 from fdpcore.ledger import Ledger
 
-REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "growth_fosr.yaml"
 DATA = REPO / "examples" / "data" / "berkeley_growth.parquet"
 
 
 def _config(tmp_path: Path, data: Path = DATA, **overrides: object) -> Path:
-    cfg = yaml.safe_load(EXAMPLE.read_text())
-    cfg["dataset"]["path"] = str(data)
-    for dotted, value in overrides.items():
-        node = cfg
-        keys = dotted.split("__")
-        for k in keys[:-1]:
-            node = node.setdefault(k, {})
-        node[keys[-1]] = value
-    path = tmp_path / f"fosr-{len(list(tmp_path.glob('fosr-*.yaml')))}.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    return path
-
-
-def _release(config: Path, out: Path, ledger: str, release_id: str) -> int:
-    return main(["release", str(config), "--out", str(out), "--ledger", ledger, "--release-id", release_id])
+    return write_config(tmp_path, EXAMPLE, data=data, prefix="fosr", **overrides)
 
 
 def test_fosr_release_publishes_coefficient_curves_with_two_named_budget_parts(tmp_path: Path) -> None:
     ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
     out = tmp_path / "out"
-    assert _release(_config(tmp_path), out, ledger, "fosr-1") == 0
+    assert release(_config(tmp_path), out, ledger, "fosr-1") == 0
     m = json.loads((out / "manifest.json").read_text())
     assert m["summary"] == "fosr" and m["n"] == 93
     splits = m["budget_splits"]
@@ -77,7 +61,7 @@ def test_unit_with_ten_curves_and_inconsistent_covariates(tmp_path: Path) -> Non
     multi.to_parquet(data)
     ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
     cfg = _config(tmp_path, data=data, dataset__curve_column="visit")
-    assert _release(cfg, tmp_path / "out", ledger, "fosr-visits") == 0
+    assert release(cfg, tmp_path / "out", ledger, "fosr-visits") == 0
     m = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert m["n"] == 93  # units, not curves
     # one averaged record per child: the bounds are those of n = 93 records (a cap at 10 curves would be 10x)
@@ -92,7 +76,7 @@ def test_unit_with_ten_curves_and_inconsistent_covariates(tmp_path: Path) -> Non
     bad.to_parquet(bad_path)
     with pytest.raises(DataError, match=r"'sex' is not constant within a privacy unit: row \d+ differs"):
         read_unit_covariates(bad_path, "parquet", unit_column="child_id", covariates=[("sex", {"M": 1, "F": -1})])
-    assert _release(_config(tmp_path, data=bad_path, dataset__curve_column="visit"), tmp_path / "b", ledger, "fosr-bad") == 2
+    assert release(_config(tmp_path, data=bad_path, dataset__curve_column="visit"), tmp_path / "b", ledger, "fosr-bad") == 2
     assert Ledger(ledger).get("fosr-bad") is None
     # a category outside the encoding
     other = frame.copy()
@@ -110,7 +94,7 @@ def test_singular_design_releases_finite_curves(tmp_path: Path) -> None:
     frame.to_parquet(data)
     ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
     cfg = _config(tmp_path, data=data, covariates=[{"name": "group"}])
-    assert _release(cfg, tmp_path / "out", ledger, "fosr-const") == 0
+    assert release(cfg, tmp_path / "out", ledger, "fosr-const") == 0
     table = pq.read_table(tmp_path / "out" / "release.parquet").to_pandas()
     assert np.all(np.isfinite(table[["beta_intercept", "beta_group"]].to_numpy()))
 
@@ -129,5 +113,5 @@ def test_bad_fosr_configs_exit_2(tmp_path: Path) -> None:
         {"privacy": {"epsilon": 1.0, "delta": 0.1}},
     ]
     for i, override in enumerate(cases):
-        assert _release(_config(tmp_path, **override), tmp_path / f"o{i}", ledger, f"bad-{i}") == 2, override
+        assert release(_config(tmp_path, **override), tmp_path / f"o{i}", ledger, f"bad-{i}") == 2, override
         assert Ledger(ledger).get(f"bad-{i}") is None

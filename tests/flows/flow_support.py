@@ -1,0 +1,41 @@
+"""Helpers shared by the flow tests (importable: pyproject's pytest `pythonpath` lists tests/flows)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+from fdp.flows.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def write_config(tmp_path: Path, example: Path, *, data: Path | None = None, prefix: str = "cfg",
+                 **overrides: object) -> Path:
+    """Write a variant of an example config: absolute data path, ``a__b=v`` overrides (missing levels created)."""
+    cfg = yaml.safe_load(example.read_text())
+    cfg["dataset"]["path"] = str(data if data is not None else example.parent / cfg["dataset"]["path"])
+    for dotted, value in overrides.items():
+        node = cfg
+        keys = dotted.split("__")
+        for k in keys[:-1]:
+            node = node.setdefault(k, {})
+        node[keys[-1]] = value
+    path = tmp_path / f"{prefix}-{len(list(tmp_path.glob(f'{prefix}-*.yaml')))}.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def release(config: Path, out: Path, ledger: str, release_id: str) -> int:
+    """``fdp release`` in process; returns the exit code."""
+    return main(["release", str(config), "--out", str(out), "--ledger", ledger, "--release-id", release_id])
+
+
+def artifacts(key: str) -> list[str]:
+    """The data of every Prefect artifact with ``key``."""
+    with get_client(sync_client=True) as client:
+        arts = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])))
+    return [str(a.data) for a in arts]
