@@ -17,6 +17,9 @@ __all__ = [
     "ICLP_TABLE1_TIMING",
     "ICLP_TABLE2_DTI",
     "ICLP_TABLE2_ELECTRICITY",
+    "MEAN_SIMULATION_FINDINGS",
+    "MEAN_SIMULATION_SCENARIOS",
+    "MEAN_SIMULATION_SETTINGS",
     "PaperTable",
 ]
 
@@ -147,5 +150,59 @@ AKRS_TABLE2_PROJECTION_DISTANCE = PaperTable(
         ("dti", 0.5): ((0.296, 0.021), (0.861, 0.027), (0.982, 0.030)),
         ("dti", 1.0): ((0.131, 0.010), (0.770, 0.026), (0.940, 0.035)),
         ("dti", 2.0): ((0.073, 0.006), (0.640, 0.030), (0.758, 0.035)),
+    },
+)
+
+
+#: [ICLP-v2] §6.1 / App. D.1-D.2 mean-function simulation: the settings the paper states (setting -> value).
+MEAN_SIMULATION_SETTINGS = PaperTable(
+    source="[ICLP-v2] §6.1, App. D.1-D.2 (mean-function simulation, Figs. 1-2)",
+    math="§13.1",
+    columns=("value",),
+    cell="the paper's stated value",
+    rows={
+        "epsilon": 1.0,  # PSS vs PCV (Fig. 1); the mechanism comparison is read at the same epsilon
+        "gp_delta": 0.01,  # GP-ADP at (epsilon, delta) = (1, 0.01)
+        "matern_rho": 0.1,
+        "matern_nu": (1.5, 2.5),  # 1.5 main text, 2.5 in App. D.2
+        "bernstein_lattice_k": 20,  # diffpriv latticeK ("cover size 20")
+        "pcv_folds": 10,
+        "pcv_psi_range": (0.1, 10.0),  # multiples of psi_PSS
+        "replicates": 100,
+        "private_draws": 1000,
+        "t5_terms": 100,
+        "t5_df": 5,
+        "s4_terms": 25,
+    },
+)
+
+#: [ICLP-v2] §6.1 mean scenarios (MATH.md §13.1); f_{a,b} is the N(a, b^2) density.
+MEAN_SIMULATION_SCENARIOS = PaperTable(
+    source="[ICLP-v2] §6.1 (scenarios S-1..S-4)",
+    math="§13.1",
+    columns=("form", "parameters"),
+    cell="(form, parameters): S-1 c t exp(-t); S-2/S-3 sum of (weight, a, b) f_{a,b}; S-4 sum_{j<=J} R_j phi_j, R_j ~ U[lo, hi]",
+    rows={
+        "S-1": ("c t exp(-t)", {"c": 10.0}),
+        "S-2": ("mixture", ((0.3, 0.3, 0.05), (0.7, 0.8, 0.05))),
+        "S-3": ("mixture", ((0.2, 0.0, 0.03), (0.2, 0.2, 0.05), (0.2, 0.5, 0.05), (-0.2, 0.75, 0.03), (0.2, 1.0, 0.03))),
+        "S-4": ("basis", {"terms": 25, "lo": -1.0, "hi": 1.0}),
+    },
+)
+
+#: [ICLP-v2] §6.1 reported findings of the mean-function simulation (qualitative; MATH.md §13.1, issue 10).
+MEAN_SIMULATION_FINDINGS = PaperTable(
+    source="[ICLP-v2] §6.1 (text and Figs. 1-2)",
+    math="§13.1",
+    columns=("finding",),
+    cell="the finding as stated",
+    rows={
+        "qr_best": "ICLP-QR is the best pure-DP mechanism on S-2..S-4",
+        "frl_bernstein_s1": "FRL and Bernstein are close on S-1 (competitive only there)",
+        "gp_slightly_better": "GP-ADP is slightly better than ICLP-QR (at large n)",
+        "ar_worst": "ICLP-AR is the worst, because of its bias",
+        "pss_pcv": "PSS is about as good as PCV",
+        "qr_rate": "the MSE of ICLP-QR decreases like 1/n",
+        "qr_exact": "with exact sensitivities ICLP-QR's privacy error drops by (||a||_1/||a||_2)^2 at equal epsilon",
     },
 )
