@@ -1,0 +1,211 @@
+"""Generate the results report ``docs/results.md`` (and ``docs/results/*.png|csv``) from the experiments.
+
+    .venv/bin/python -m experiments.report [--reps R] [--seed S] [--only NAME ...] [--out docs]
+
+Runs the modules listed in :data:`SECTIONS` in order. Each module ``experiments/<name>.py`` exposes
+``TITLE`` and ``run(out_dir, reps, seed) -> str`` (the Markdown body of its section; it writes its
+figures and CSVs into ``out_dir`` with the prefix ``<name>_``). Without ``--reps`` each section runs
+with its module's ``DEFAULT_REPS`` (chosen so that the whole report takes about 20 minutes on a
+2-core machine), or :data:`FALLBACK_REPS` when the module has none. A module listed in
+:data:`SECTIONS` that cannot be imported stops the report, unless ``--only`` names a subset.
+
+Every number in the report is computed by the run; the header records the command, the date, the
+git commit, the reps and seed, the wall time of each section and the machine (cores, load).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib
+import os
+import platform
+import re
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+REPO = Path(__file__).resolve().parents[1]
+
+#: The report's sections, in order (module names under ``experiments/``).
+SECTIONS: tuple[str, ...] = ("mean_simulations", "electricity_table2", "kde_figures", "timing_table1", "fpca_table1")
+
+#: Reps for a section whose module does not define ``DEFAULT_REPS``.
+FALLBACK_REPS = 10
+
+#: Default seed of the report (each section gets this seed; simulations only, never a release).
+DEFAULT_SEED = 20240610
+
+#: Markdown links into the results folder: ``](results/<file>)``.
+LINK = re.compile(r"\]\((results/[^)\s]+)\)")
+
+
+@dataclass
+class SectionResult:
+    """One section's output and its cost."""
+
+    name: str
+    title: str
+    reps: int
+    seconds: float
+    body: str
+
+
+def load_sections(only: list[str] | None) -> list[tuple[str, ModuleType]]:
+    """Import the section modules (all of :data:`SECTIONS`, or ``only`` in :data:`SECTIONS` order).
+
+    Raises:
+        SystemExit: an unknown name in ``only``, or a module that cannot be imported.
+    """
+    if only:
+        unknown = sorted(set(only) - set(SECTIONS))
+        if unknown:
+            raise SystemExit(f"--only ({', '.join(unknown)}) must name sections of {SECTIONS}")
+        names = [s for s in SECTIONS if s in only]
+    else:
+        names = list(SECTIONS)
+    modules = []
+    for name in names:
+        try:
+            module = importlib.import_module(f"experiments.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"experiments.{name}":
+                raise
+            raise SystemExit(
+                f"section {name!r} (experiments/{name}.py) does not exist; the full report needs every section of "
+                f"{SECTIONS} (use --only to generate a subset)"
+            ) from exc
+        for attr in ("TITLE", "run"):
+            if not hasattr(module, attr):
+                raise SystemExit(f"experiments/{name}.py must define {attr} (see experiments/report.py)")
+        modules.append((name, module))
+    return modules
+
+
+def _git_commit() -> str:
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO, capture_output=True,
+                              text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "fdpcore", "experiments"],
+                               cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown (not a git checkout)"
+    return head + (" (with uncommitted changes in fdpcore/ or experiments/)" if dirty else "")
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _versions() -> str:
+    import numpy
+    import opendp
+    import scipy
+
+    return (f"Python {platform.python_version()}, numpy {numpy.__version__}, scipy {scipy.__version__}, "
+            f"opendp {getattr(opendp, '__version__', 'unknown')}")
+
+
+def run_sections(modules: list[tuple[str, ModuleType]], results_dir: Path, reps: int | None,
+                 seed: int) -> list[SectionResult]:
+    """Run each section into ``results_dir`` (its old ``<name>_*`` files removed first)."""
+    results_dir.mkdir(parents=True, exist_ok=True)
+    out = []
+    for name, module in modules:
+        for stale in results_dir.glob(f"{name}_*"):
+            stale.unlink()
+        r = reps if reps is not None else int(getattr(module, "DEFAULT_REPS", FALLBACK_REPS))
+        print(f"[report] {name}: reps={r} seed={seed} ...", flush=True)
+        t0 = time.perf_counter()
+        body = module.run(results_dir, r, seed)
+        seconds = time.perf_counter() - t0
+        print(f"[report] {name}: {seconds:.1f} s", flush=True)
+        out.append(SectionResult(name, str(module.TITLE), r, seconds, body.strip()))
+    return out
+
+
+def render(sections: list[SectionResult], *, command: str, seed: int, started: dt.datetime,
+           load_before: tuple[float, float, float], load_after: tuple[float, float, float], subset: bool) -> str:
+    """The whole report: header (provenance, machine, per-section reps and time), contents, sections."""
+    total = sum(s.seconds for s in sections)
+    lines = [
+        "# fdp: reproduction of the papers' experiments",
+        "",
+        "Generated by the command below; every number, table and figure in this file comes from that run "
+        "(paper reference numbers are quoted from MATH.md §13 via `experiments/reference.py`). Do not edit by hand.",
+        "",
+        f"* Command: `{command}`",
+        f"* Date: {started.strftime('%Y-%m-%d %H:%M:%S %Z').strip()}",
+        f"* Git commit: {_git_commit()}",
+        f"* Seed: {seed} (simulations use NumPy noise, `secure=False`; the library's releases use OpenDP)",
+        f"* Machine: {os.cpu_count()} cores ({_cpu_model()}), {platform.system()} {platform.release()}; "
+        f"load average (1/5/15 min) {' / '.join(f'{x:.2f}' for x in load_before)} at the start, "
+        f"{' / '.join(f'{x:.2f}' for x in load_after)} at the end (the machine is shared, so timings vary)",
+        f"* Software: {_versions()}",
+        f"* Total wall time: {total:.1f} s",
+    ]
+    if subset:
+        lines.append(f"* Subset: only {', '.join(s.name for s in sections)} of {', '.join(SECTIONS)} (`--only`)")
+    lines += ["", "| section | module | reps | wall time (s) |", "| --- | --- | --- | --- |"]
+    for i, s in enumerate(sections, 1):
+        lines.append(f"| {i}. [{s.title}](#{_anchor(i, s.title)}) | `experiments/{s.name}.py` | {s.reps} | {s.seconds:.1f} |")
+    for i, s in enumerate(sections, 1):
+        lines += ["", f"## {i}. {s.title}", "", s.body]
+    return "\n".join(lines) + "\n"
+
+
+def _anchor(i: int, title: str) -> str:
+    """GitHub's heading anchor of ``## i. title``."""
+    text = f"{i}. {title}".lower()
+    text = re.sub(r"[^\w\- ]", "", text)
+    return text.replace(" ", "-")
+
+
+def missing_links(markdown: str, docs_dir: Path) -> list[str]:
+    """Links ``](results/...)`` in ``markdown`` whose file does not exist under ``docs_dir``."""
+    return [link for link in LINK.findall(markdown) if not (docs_dir / link).is_file()]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse arguments, run the sections, write ``<out>/results.md``."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=None,
+                    help="replicates for every section (default: each module's DEFAULT_REPS; the papers use 100)")
+    ap.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    ap.add_argument("--only", nargs="+", metavar="NAME", help=f"run only these sections of {SECTIONS}")
+    ap.add_argument("--out", type=Path, default=REPO / "docs", help="writes OUT/results.md and OUT/results/")
+    args = ap.parse_args(argv)
+    if args.reps is not None and args.reps < 1:
+        ap.error(f"--reps ({args.reps}) must be >= 1")
+    modules = load_sections(args.only)
+    started = dt.datetime.now().astimezone()
+    load_before = os.getloadavg()
+    sections = run_sections(modules, args.out / "results", args.reps, args.seed)
+    command = "python -m experiments.report " + shlex.join(argv if argv is not None else sys.argv[1:])
+    text = render(sections, command=command.strip(), seed=args.seed, started=started, load_before=load_before,
+                  load_after=os.getloadavg(), subset=bool(args.only))
+    broken = missing_links(text, args.out)
+    if broken:
+        raise SystemExit(f"the report links files that were not written: {broken}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "results.md").write_text(text)
+    print(f"[report] wrote {args.out / 'results.md'} ({sum(s.seconds for s in sections):.1f} s)", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
