@@ -85,51 +85,62 @@ def align_long(
         if c.shape != u.shape:
             raise DomainError("curves must have the same length as units")
         curve_codes, _ = _codes(c, "curves")
+    return _align_codes(unit_codes, n_units, curve_codes, t, v, grid)
+
+
+def _align_codes(
+    unit_codes: np.ndarray,
+    n_units: int,
+    curve_codes: np.ndarray,
+    t: NDArrayFloat,
+    v: NDArrayFloat,
+    grid: Grid,
+    *,
+    fast: bool = True,
+) -> AlignedCurves:
+    """:func:`align_long` on integer unit and curve codes (``fast=False`` forces the general path).
+
+    Fast path: when the finite rows' ``(unit, curve, t)`` keys are already strictly increasing
+    (sorted input without repeats, checked in O(rows)), the canonical sort is the identity and
+    every repeat group has one row, so the duplicate averaging is skipped: the output is the
+    general path's output exactly (a one-row group's sum ``0 + v`` differs from ``v`` at most in
+    the sign of a zero, which the final ``0 + x`` accumulation erases as well).
+    """
     finite = np.isfinite(t) & np.isfinite(v)
-    n_dropped = int((~finite).sum())
-    frame = pd.DataFrame({"u": unit_codes[finite], "c": curve_codes[finite], "t": t[finite], "v": v[finite]})
-    n_before = len(frame)
-    # Average repeated (unit, curve, t) rows as a sum of v / count: a convex combination
-    # computed without overflow for any finite values (a plain sum could overflow).
-    # Rows are put in a canonical order first, so the floating-point sum (and so a unit's record)
-    # depends only on the unit's rows as a set, never on the file's row order.
-    keys = ["u", "c", "t"]
-    frame = frame.sort_values([*keys, "v"], kind="stable", ignore_index=True)
-    frame["v"] = frame["v"] / frame.groupby(keys, sort=False)["v"].transform("size")
-    frame = frame.groupby(keys, sort=True, as_index=False)["v"].sum()
-    n_merged = n_before - len(frame)
-    # one segment per (unit, curve); frame is sorted by (u, c, t)
-    fu, fc = frame["u"].to_numpy(), frame["c"].to_numpy()
-    seg_start = np.flatnonzero(np.r_[True, (fu[1:] != fu[:-1]) | (fc[1:] != fc[:-1])]) if len(frame) else np.zeros(0, int)
-    seg_end = np.r_[seg_start[1:], len(frame)].astype(np.int64)
-    tt = frame["t"].to_numpy()
-    vv = frame["v"].to_numpy()
+    n_dropped = int(finite.shape[0] - np.count_nonzero(finite))
+    if n_dropped:
+        unit_codes, curve_codes, t, v = unit_codes[finite], curve_codes[finite], t[finite], v[finite]
+    if fast and _keys_strictly_increasing(unit_codes, curve_codes, t):
+        fu, fc, tt, vv, n_merged = unit_codes, curve_codes, t, v, 0
+    else:
+        fu, fc, tt, vv, n_merged = _merge_duplicates(unit_codes, curve_codes, t, v)
+    # one segment per (unit, curve); rows are sorted by (u, c, t) with strictly increasing t in a segment
+    m = fu.shape[0]
+    if m:
+        seg_start = np.flatnonzero(np.r_[True, (fu[1:] != fu[:-1]) | (fc[1:] != fc[:-1])])
+    else:
+        seg_start = np.zeros(0, np.int64)
+    seg_end = np.r_[seg_start[1:], m].astype(np.int64)
     g = grid.grid_points
     tol = COVER_RTOL * (grid.domain_range[1] - grid.domain_range[0])
     count = seg_end - seg_start
     ok = count >= 2
-    tmin = tt[seg_start] if len(frame) else np.zeros(0)
-    tmax = tt[np.maximum(seg_end - 1, 0)] if len(frame) else np.zeros(0)
+    tmin = tt[seg_start] if m else np.zeros(0)
+    tmax = tt[np.maximum(seg_end - 1, 0)] if m else np.zeros(0)
     ok &= (tmin <= g[0] + tol) & (tmax >= g[-1] - tol)
-    seg_unit = fu[seg_start] if len(frame) else np.zeros(0, int)
+    seg_unit = fu[seg_start] if m else np.zeros(0, np.int64)
     good = np.flatnonzero(ok)
     k = g.shape[0]
-    aligned = np.zeros((good.shape[0], k))
+    data = np.zeros((n_units, k))
+    counts = np.zeros(n_units)
     if good.shape[0]:
-        # For each (good segment, grid point) find the bracketing observations with one
-        # vectorised searchsorted on a per-segment offset time axis.
         lo, hi = seg_start[good], seg_end[good]
         q = np.clip(g[None, :], tmin[good][:, None], tmax[good][:, None])  # (S, K)
-        # rank of each query inside its segment: count of segment times <= q
-        idx = _segment_searchsorted(tt, lo, hi, q)
-        left = np.clip(idx - 1, lo[:, None], hi[:, None] - 2)
+        left = _bracket(tt, count, g, good, lo, hi)
         right = left + 1
         t0, t1 = tt[left], tt[right]
         w1 = (q - t0) / (t1 - t0)
         aligned = vv[left] * (1.0 - w1) + vv[right] * w1
-    data = np.zeros((n_units, k))
-    counts = np.zeros(n_units)
-    if good.shape[0]:
         np.add.at(counts, seg_unit[good], 1.0)
         # a unit's record is the average of its curves, again as a sum of x / count
         np.add.at(data, seg_unit[good], aligned / counts[seg_unit[good], None])
@@ -141,8 +152,50 @@ def align_long(
     return AlignedCurves(data, n_units, int((~has).sum()), n_dropped, int(n_merged))
 
 
+def _keys_strictly_increasing(u: np.ndarray, c: np.ndarray, t: NDArrayFloat) -> bool:
+    """Whether the keys ``(u_i, c_i, t_i)`` increase strictly in lexicographic order (O(rows))."""
+    if u.shape[0] < 2:
+        return True
+    un, up = u[1:], u[:-1]
+    if np.any(un < up):
+        return False
+    same_u = un == up
+    cn, cp = c[1:], c[:-1]
+    if np.any(same_u & (cn < cp)):
+        return False
+    return bool(np.all(~same_u | (cn > cp) | (t[1:] > t[:-1])))
+
+
+def _merge_duplicates(
+    u: np.ndarray, c: np.ndarray, t: NDArrayFloat, v: NDArrayFloat
+) -> tuple[np.ndarray, np.ndarray, NDArrayFloat, NDArrayFloat, int]:
+    """The general path: sort by ``(u, c, t)`` and average repeated ``(u, c, t)`` rows.
+
+    The average is a sum of ``v / count``: a convex combination computed without overflow for
+    any finite values (a plain sum could overflow). Rows are put in a canonical order first, so
+    the floating-point sum (and so a unit's record) depends only on the unit's rows as a set,
+    never on the file's row order.
+    """
+    frame = pd.DataFrame({"u": u, "c": c, "t": t, "v": v})
+    n_before = len(frame)
+    keys = ["u", "c", "t"]
+    frame = frame.sort_values([*keys, "v"], kind="stable", ignore_index=True)
+    frame["v"] = frame["v"] / frame.groupby(keys, sort=False)["v"].transform("size")
+    frame = frame.groupby(keys, sort=True, as_index=False)["v"].sum()
+    return (frame["u"].to_numpy(), frame["c"].to_numpy(), frame["t"].to_numpy(), frame["v"].to_numpy(),
+            n_before - len(frame))
+
+
 def _codes(ids: np.ndarray, name: str) -> tuple[np.ndarray, int]:
-    """Integer codes of ids in a deterministic order (ids of mixed types are ordered by type, then text)."""
+    """Integer codes of ids in a deterministic order (ids of mixed types are ordered by type, then text).
+
+    Integer ids that are already sorted (the streaming engine's case) are coded in O(rows)
+    without hashing; the codes are those of ``pd.factorize(ids, sort=True)``.
+    """
+    if ids.ndim == 1 and ids.dtype.kind in "iu" and ids.shape[0] and bool(np.all(ids[1:] >= ids[:-1])):
+        codes = np.zeros(ids.shape[0], dtype=np.int64)
+        np.cumsum(ids[1:] != ids[:-1], out=codes[1:])
+        return codes, int(codes[-1]) + 1
     try:
         codes, uniques = pd.factorize(ids, sort=True)
     except TypeError:  # ids of mixed, mutually unorderable types
@@ -156,40 +209,29 @@ def _codes(ids: np.ndarray, name: str) -> tuple[np.ndarray, int]:
     return codes, len(uniques)
 
 
-def _segment_searchsorted(tt: NDArrayFloat, lo: NDArrayFloat, hi: NDArrayFloat, q: NDArrayFloat) -> NDArrayFloat:
-    """``lo + searchsorted(tt[lo:hi], q, side='right')`` for every segment at once.
+def _bracket(
+    tt: NDArrayFloat, count: np.ndarray, g: NDArrayFloat, good: np.ndarray, lo: np.ndarray, hi: np.ndarray
+) -> np.ndarray:
+    """Left bracketing index of every (good segment, grid point): ``clip(lo + r - 1, lo, hi - 2)``.
 
-    Segments are shifted onto disjoint intervals of one increasing axis; the shift is
-    an integer multiple of a span that exceeds every segment's range, and ties are
-    resolved by comparing within the segment, so floating-point offsets cannot mix
-    segments.
+    ``r`` is the number of the segment's times ``<= clip(g_j, tmin, tmax)`` (``searchsorted(...,
+    side='right')`` within the segment). Segments hold strictly increasing times. Each time is
+    replaced by its exact integer rank among the (strictly increasing) grid points,
+    ``p_i = #{j : g_j < t_i}``, so that ``t_i <= g_j`` iff ``p_i <= j``; the composite integer
+    key ``segment * (K + 1) + p_i`` increases along the rows, and one ``searchsorted`` of the
+    queries ``segment * (K + 1) + j`` gives every bracket at once (exact: integers only; a grid
+    point below a segment's first time gets ``r = 0`` rather than 1, and one above its last time
+    ``r = count``, both of which the clip maps to the same bracket).
     """
-    n_seg = lo.shape[0]
-    seg_of_obs = np.repeat(np.arange(n_seg), hi - lo)
-    obs_idx = _ranges(lo, hi)
-    # order by (segment, time) with queries after observations at equal time (side='right')
-    q_seg = np.repeat(np.arange(n_seg), q.shape[1])
-    all_seg = np.concatenate([seg_of_obs, q_seg])
-    all_t = np.concatenate([tt[obs_idx], q.ravel()])
-    is_q = np.concatenate([np.zeros(obs_idx.shape[0], np.int8), np.ones(q_seg.shape[0], np.int8)])
-    order = np.lexsort((is_q, all_t, all_seg))
-    # running count of observations seen in sorted order
-    obs_seen = np.cumsum(is_q[order] == 0)
-    pos = np.empty_like(order)
-    pos[order] = np.arange(order.shape[0])
-    q_pos = pos[obs_idx.shape[0]:]
-    # observations before this query in its own segment = obs_seen - observations of earlier segments
-    before_seg = np.r_[0, np.cumsum(hi - lo)][q_seg]
-    rank = obs_seen[q_pos] - before_seg
-    return (np.repeat(lo, q.shape[1]) + rank).reshape(q.shape)
-
-
-def _ranges(lo: NDArrayFloat, hi: NDArrayFloat) -> NDArrayFloat:
-    """Concatenation of ``arange(lo[i], hi[i])`` without a Python loop."""
-    lengths = hi - lo
-    total = int(lengths.sum())
-    starts = np.repeat(lo - np.r_[0, np.cumsum(lengths)[:-1]], lengths)
-    return np.arange(total) + starts
+    k = g.shape[0]
+    stride = np.int64(k + 1)
+    p = np.searchsorted(g, tt, side="left").astype(np.int64)
+    seg_of_row = np.repeat(np.arange(count.shape[0], dtype=np.int64), count)
+    key = seg_of_row * stride + p
+    queries = good.astype(np.int64)[:, None] * stride + np.arange(k, dtype=np.int64)[None, :]
+    idx = np.searchsorted(key, queries.ravel(), side="right").reshape(queries.shape)
+    out: np.ndarray = np.clip(idx - 1, lo[:, None], hi[:, None] - 2)
+    return out
 
 
 def clip_l2(data_matrix: ArrayLike, weights: ArrayLike, tau: float) -> tuple[NDArrayFloat, int]:
