@@ -33,6 +33,7 @@ import numpy as np
 from scipy import special
 from scipy.linalg import lapack
 
+from fdpcore import _bingham_kernels as kernels
 from fdpcore._typing import ArrayLike, NDArrayFloat
 from fdpcore._validate import positive_int
 from fdpcore.errors import DomainError, InternalError
@@ -53,7 +54,13 @@ _MAX_ROUNDS = 100_000
 #: Re-orthonormalise the chains' frames every this many sweeps (rounding drift only).
 _REORTHO_EVERY = 50
 #: Newton steps for the ACG parameter b: each iterate is a valid b (see acg_envelope_b); 3 reach the root to ~0.2%.
-_NEWTON_STEPS = 3
+_NEWTON_STEPS = kernels.NEWTON_STEPS
+#: Kernel paths: first guess of ACG proposals per accepted draw (adapted to the observed rate while running).
+_PROPOSALS_PER_DRAW = 2.0
+#: Kernel paths: at most this many proposals (rows of normals) are drawn per block.
+_MAX_PROPOSAL_BLOCK = 1 << 15
+#: Kernel paths: give up (InternalError) after this many consecutive blocks without an acceptance.
+_MAX_STALLS = 64
 
 
 def _symmetric_stack(name: str, a: ArrayLike) -> tuple[NDArrayFloat, bool]:
@@ -175,6 +182,39 @@ def _circle_draw(a: NDArrayFloat, rng: np.random.Generator) -> NDArrayFloat:
     return np.stack([np.cos(omega), np.sin(omega)], axis=1)
 
 
+def _proposal_block(remaining: int, rate: float, q: int, rng: np.random.Generator) -> tuple[NDArrayFloat, NDArrayFloat]:
+    """Standard normals ``(n, q)`` and uniforms ``(n,)`` for about ``remaining`` accepted draws."""
+    n = min(int(remaining * rate * 1.1) + 16, _MAX_PROPOSAL_BLOCK)
+    return rng.standard_normal((n, q)), rng.random(n)
+
+
+def _acg_draws_same(a: NDArrayFloat, count: int, rng: np.random.Generator) -> NDArrayFloat:
+    """``count`` exact ACG draws for one ``(q, q)`` matrix (q >= 3) by the compiled kernel.
+
+    The kernel consumes blocks of the caller's normals and uniforms (see
+    :mod:`fdpcore._bingham_kernels`); a block that runs out restarts the pending draw's rejection
+    loop on a fresh block, which leaves its law unchanged.
+    """
+    out = np.empty((count, a.shape[0]))
+    ar = np.ascontiguousarray(a)
+    row, rate, stalls = 0, _PROPOSALS_PER_DRAW, 0
+    while row < count:
+        normals, uniforms = _proposal_block(count - row, rate, a.shape[0], rng)
+        nxt, used = kernels.acg_draws(ar, out, row, normals, uniforms)
+        rate, stalls = _next_rate(rate, stalls, nxt - row, used)
+        row = nxt
+    return out
+
+
+def _next_rate(rate: float, stalls: int, done: int, used: int) -> tuple[float, int]:
+    """Observed proposals per accepted draw, or twice the guess after a block without an acceptance."""
+    if done > 0:
+        return used / done, 0
+    if stalls >= _MAX_STALLS:  # pragma: no cover - 2^21 consecutive rejections: a broken envelope
+        raise InternalError("the ACG rejection sampler did not accept within its round limit")
+    return min(2.0 * rate, float(_MAX_PROPOSAL_BLOCK)), stalls + 1
+
+
 def _exact_stack(a: NDArrayFloat, rng: np.random.Generator) -> NDArrayFloat:
     q = a.shape[1]
     if q == 1:
@@ -211,6 +251,9 @@ def sample_vector_bingham(a: ArrayLike, rng: np.random.Generator, size: int | No
     ((4, 3), True)
     """
     stack, single = _symmetric_stack("A", a)
+    if single and kernels.NUMBA and stack.shape[1] >= 3:
+        draws = _acg_draws_same(stack[0], 1 if size is None else positive_int("size", size), rng)
+        return draws[0] if size is None else draws
     if single and size is not None:
         stack = np.broadcast_to(stack, (positive_int("size", size), *stack.shape[1:])).copy()
     out = _exact_stack(stack, rng)
@@ -404,35 +447,44 @@ class BinghamChains:
         return out
 
     def run(self, n_sweeps: int, rng: np.random.Generator) -> BinghamChains:
-        """Run ``n_sweeps`` Gibbs sweeps (each column once, in random order) on every chain."""
+        """Run ``n_sweeps`` Gibbs sweeps (each column once, in random order) on every chain.
+
+        ``method="acg"`` with ``m - k + 1 >= 3`` runs in the compiled kernel
+        (:mod:`fdpcore._bingham_kernels`; without numba the same body runs as NumPy code for one
+        chain, and chains are vectorised by :meth:`_sweep_stack` instead). Sweeps run in blocks
+        that end at the re-orthonormalisation points, so the schedule is the same on every path.
+        """
         n_sweeps = positive_int("n_sweeps", n_sweeps, minimum=0)
-        for _ in range(n_sweeps):
-            self._sweep(rng)
+        m = self.a.shape[0]
+        use_kernel = self.method == "acg" and m - self.k + 1 >= 3 and (kernels.NUMBA or self.frames.shape[0] == 1)
+        done = 0
+        while done < n_sweeps:
+            block = min(n_sweeps - done, _REORTHO_EVERY - self.sweeps % _REORTHO_EVERY)
+            if use_kernel:
+                self._kernel_sweeps(block, rng)
+            else:
+                for _ in range(block):
+                    self._sweep_stack(rng)
+            done += block
+            self.sweeps += block
+            if self.sweeps % _REORTHO_EVERY == 0:
+                self.frames = _reorthonormalise(self.frames)
         return self
 
-    def _sweep(self, rng: np.random.Generator) -> None:
-        if self.frames.shape[0] == 1 and self.method == "acg":
-            self._sweep_one(rng)
-        else:
-            self._sweep_stack(rng)
-        self.sweeps += 1
-        if self.sweeps % _REORTHO_EVERY == 0:
-            self.frames = _reorthonormalise(self.frames)
-
-    def _sweep_one(self, rng: np.random.Generator) -> None:
-        """:meth:`_sweep_stack` for a single chain with 2-D arrays (no stack overhead per column)."""
-        frame, a, k = self.frames[0], self.a, self.k
-        rest = np.arange(k, a.shape[0])
-        for r in rng.permutation(k):
-            idx = np.concatenate(([r], rest))
-            basis = frame[:, idx]
-            a_r = basis.T @ (a @ basis)
-            z = _acg_draw_one(a_r, rng) if idx.size >= 3 else _exact_stack(a_r[None], rng)[0]
-            if z[0] < 0.0:
-                z = -z
-            u = z.copy()
-            u[0] += 1.0
-            frame[:, idx] = basis - np.outer(basis @ u, u * (2.0 / float(u @ u)))
+    def _kernel_sweeps(self, n_sweeps: int, rng: np.random.Generator) -> None:
+        """``n_sweeps`` ACG Gibbs sweeps of every chain in :func:`fdpcore._bingham_kernels.acg_sweeps`."""
+        n, m, _ = self.frames.shape
+        k, q = self.k, m - self.k + 1
+        perms = rng.permuted(np.tile(np.arange(k), (n, n_sweeps, 1)), axis=2)  # column order of each sweep
+        ft = np.ascontiguousarray(np.swapaxes(self.frames, 1, 2))  # rows are the frame's columns
+        total = n * n_sweeps * k
+        unit, rate, stalls = 0, _PROPOSALS_PER_DRAW, 0
+        while unit < total:
+            normals, uniforms = _proposal_block(total - unit, rate, q, rng)
+            nxt, used = kernels.acg_sweeps(self.a, ft, k, perms, unit, normals, uniforms)
+            rate, stalls = _next_rate(rate, stalls, nxt - unit, used)
+            unit = nxt
+        self.frames = np.swapaxes(ft, 1, 2)
 
     def _sweep_stack(self, rng: np.random.Generator) -> None:
         frames, a, k = self.frames, self.a, self.k
@@ -501,6 +553,8 @@ def sample_matrix_bingham(
     if method not in ("acg", "hoff"):
         raise DomainError(f"method ({method!r}) must be 'acg' or 'hoff'")
     if k == 1:
+        if kernels.NUMBA and m >= 3:
+            return _acg_draws_same(mat[0], n_chains, rng)[:, :, None]
         z = _exact_stack(np.broadcast_to(mat, (n_chains, m, m)).copy(), rng)
         return z[:, :, None]
     chains = BinghamChains.start(mat[0], k, rng, n_chains=n_chains, method=method)

@@ -44,6 +44,8 @@ def test_math_modules_are_pure(path: Path) -> None:
     extra = roots - MATH_ALLOWED
     if path.name == "preprocess.py":
         extra -= {"pandas"}  # vectorised group-by for alignment; no I/O
+    if path.name == "_bingham_kernels.py":
+        extra -= {"numba"}  # optional compiler for the Gibbs inner loop; a NumPy fallback runs without it
     assert not extra, f"{path.name} imports {extra}"
     assert not any(n.startswith(("fdpcore.io", "fdpcore.ledger")) for n in _imports(path))
 

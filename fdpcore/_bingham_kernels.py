@@ -1,0 +1,189 @@
+"""Compiled inner loops of the Bingham samplers (MATH.md §10.4), with a pure-NumPy fallback.
+
+The column-wise Gibbs sweep and the ACG rejection sampler of :mod:`fdpcore.bingham` make a
+few small LAPACK calls per column update; from Python, the call overhead of NumPy (Cholesky,
+triangular solve, acceptance test, Householder update) costs as much as the arithmetic. Here
+the whole loop over column updates runs in one compiled function (numba ``@njit``) when numba
+is importable; otherwise the same function bodies run as plain Python with vectorised NumPy
+per proposal batch (:data:`NUMBA` tells which).
+
+Randomness contract: the kernels never draw. The caller passes blocks of standard normals
+(``(n_proposals, q)``) and uniforms (``(n_proposals,)``) drawn from its own
+:class:`numpy.random.Generator`; proposals are consumed in order, one row each, and the
+kernels return how far they got. A rejection loop that runs out of proposals stops *before*
+its update and is restarted by the caller with a fresh block: only rejected proposals are
+dropped, and the first accepted proposal of an i.i.d. stream has the same law whether or not
+a prefix of rejected proposals is discarded, so the output law is exactly the sampler's.
+The compiled and the fallback bodies consume the streams identically (the tests feed both
+the same blocks and compare the results).
+
+Kernel layout: frames are stored *transposed* (``ft[c, j]`` is column ``j`` of chain ``c``'s
+orthogonal frame), so each column is a contiguous row.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from scipy.linalg import lapack
+
+from fdpcore._typing import NDArrayFloat
+
+try:  # numba is optional: without it the same bodies run as NumPy code (slower per column update)
+    import numba  # allowed in this one module by tests/test_architecture.py (a compiler, no I/O)
+except ImportError:  # pragma: no cover - exercised by tests that force the fallback
+    numba = None
+
+#: True when the kernels are compiled by numba.
+NUMBA = numba is not None
+#: Newton steps for the ACG parameter b (see fdpcore.bingham.acg_envelope_b: every iterate is valid).
+NEWTON_STEPS = 3
+#: Proposals evaluated per vectorised batch by the NumPy fallback.
+_FALLBACK_BATCH = 8
+
+
+def _jit(func: Callable[..., Any]) -> Callable[..., Any]:
+    if numba is None:  # pragma: no cover
+        return func
+    return numba.njit(cache=True, nogil=True)(func)  # type: ignore[no-any-return]
+
+
+def _acg_setup_body(ar: NDArrayFloat) -> tuple[NDArrayFloat, float, float]:
+    """Envelope of the ACG sampler for ``exp(z^T ar z)``: Cholesky factor of Omega, b, log constant."""
+    q = ar.shape[0]
+    lam = np.linalg.eigvalsh(ar)  # ascending
+    lmax = lam[q - 1]
+    two_l = 2.0 * (lmax - lam)
+    b = 1.0
+    for _ in range(NEWTON_STEPS):
+        inv = 1.0 / (b + two_l)
+        s1 = np.sum(inv)
+        b += (1.0 - 1.0 / s1) * s1 * s1 / np.sum(inv * inv)
+    b = min(max(b, 1.0), float(q))
+    omega = ar * (-2.0 / b)  # Omega = I + 2 (lmax I - ar) / b
+    diag = 1.0 + 2.0 * lmax / b
+    for i in range(q):
+        omega[i, i] += diag
+    lower = np.linalg.cholesky(omega)
+    log_const = (q - b) / 2.0 - (q / 2.0) * math.log(q / b)
+    return lower, b, log_const
+
+
+def _acg_propose_loops(
+    lower: NDArrayFloat, b: float, log_const: float, normals: NDArrayFloat, uniforms: NDArrayFloat,
+    cursor: int, out: NDArrayFloat,
+) -> int:
+    """First accepted proposal from ``cursor`` on, into ``out``; returns the next cursor (negated-1 if none)."""
+    q = lower.shape[0]
+    w = np.empty(q)
+    half_q = q / 2.0
+    for p in range(cursor, normals.shape[0]):
+        g = normals[p]
+        gg = 0.0
+        ww = 0.0
+        for i in range(q - 1, -1, -1):  # solve L^T w = g: w ~ N(0, Omega^{-1})
+            s = g[i]
+            for j in range(i + 1, q):
+                s -= lower[j, i] * w[j]
+            w[i] = s / lower[i, i]
+            ww += w[i] * w[i]
+            gg += g[i] * g[i]
+        ratio = gg / ww  # x^T Omega x = 1 + 2 y / b for x = w / |w|, since w^T Omega w = |g|^2
+        y = b * (ratio - 1.0) / 2.0
+        if math.log(uniforms[p]) <= -y + half_q * math.log(ratio) + log_const:
+            inv = 1.0 / math.sqrt(ww)
+            for i in range(q):
+                out[i] = w[i] * inv
+            return p + 1
+    return -1
+
+
+def _acg_propose_numpy(
+    lower: NDArrayFloat, b: float, log_const: float, normals: NDArrayFloat, uniforms: NDArrayFloat,
+    cursor: int, out: NDArrayFloat,
+) -> int:
+    """:func:`_acg_propose_loops` in batches of proposals with LAPACK (the fallback)."""
+    q = lower.shape[0]
+    for start in range(cursor, normals.shape[0], _FALLBACK_BATCH):
+        g = normals[start : start + _FALLBACK_BATCH]
+        w, _ = lapack.dtrtrs(lower, g.T, lower=1, trans=1)  # L^T w = g
+        gg = np.einsum("pi,pi->p", g, g)
+        ww = np.einsum("ip,ip->p", w, w)
+        ratio = gg / ww
+        y = b * (ratio - 1.0) / 2.0
+        ok = np.flatnonzero(np.log(uniforms[start : start + g.shape[0]]) <= -y + (q / 2.0) * np.log(ratio) + log_const)
+        if ok.size:
+            out[:] = w[:, ok[0]] / math.sqrt(ww[ok[0]])
+            return start + int(ok[0]) + 1
+    return -1
+
+
+def _acg_draws_body(
+    ar: NDArrayFloat, out: NDArrayFloat, start: int, normals: NDArrayFloat, uniforms: NDArrayFloat,
+) -> tuple[int, int]:
+    """Exact draws ``out[start:]`` from ``exp(z^T ar z)``; returns (next row to fill, proposals used)."""
+    lower, b, log_const = _acg_setup(ar)
+    cursor = 0
+    row = start
+    while row < out.shape[0]:
+        nxt = _acg_propose(lower, b, log_const, normals, uniforms, cursor, out[row])
+        if nxt < 0:
+            return row, normals.shape[0]
+        cursor = nxt
+        row += 1
+    return row, cursor
+
+
+def _acg_sweeps_body(
+    a: NDArrayFloat, ft: NDArrayFloat, k: int, perms: NDArrayFloat, start: int,
+    normals: NDArrayFloat, uniforms: NDArrayFloat,
+) -> tuple[int, int]:
+    """Column updates ``start, start + 1, ...`` of the Gibbs sweeps; returns (next update, proposals used).
+
+    Update ``u`` is chain ``u // (S k)``, sweep ``(u // k) % S``, column ``perms[chain, sweep, u % k]``
+    (chain-major, ``S = perms.shape[1]``). Each replaces column ``r`` and the complement rows
+    ``k..m-1`` of the transposed frame by the Householder image of ``N_r = [v_r, V_perp]``.
+    """
+    n, m, _ = ft.shape
+    n_sweeps = perms.shape[1]
+    q = m - k + 1
+    total = n * n_sweeps * k
+    bt = np.empty((q, m))
+    z = np.empty(q)
+    cursor = 0
+    unit = start
+    while unit < total:
+        c = unit // (n_sweeps * k)
+        r = perms[c, (unit // k) % n_sweeps, unit % k]
+        bt[0] = ft[c, r]
+        bt[1:] = ft[c, k:]
+        ab = np.dot(bt, a)  # N^T A (A symmetric)
+        ar = np.dot(ab, bt.T)
+        ar = (ar + ar.T) / 2.0
+        lower, b, log_const = _acg_setup(ar)
+        nxt = _acg_propose(lower, b, log_const, normals, uniforms, cursor, z)
+        if nxt < 0:
+            return unit, normals.shape[0]
+        cursor = nxt
+        # the conditional law is symmetric under z -> -z: take z_1 >= 0 and reflect e_1 -> -z
+        if z[0] < 0.0:
+            z = -z
+        z[0] += 1.0  # Householder vector u = z + e_1
+        scale = 2.0 / np.dot(z, z)
+        nu = np.dot(z, bt)  # N u, (m,)
+        ft[c, r] = bt[0] - (scale * z[0]) * nu
+        for j in range(1, q):
+            ft[c, k + j - 1] = bt[j] - (scale * z[j]) * nu
+        unit += 1
+    return unit, cursor
+
+
+# The bodies call these two names; with numba both are compiled (and resolved at compile time).
+_acg_setup = _jit(_acg_setup_body)
+_acg_propose = _jit(_acg_propose_loops) if numba is not None else _acg_propose_numpy
+
+acg_draws = _jit(_acg_draws_body)
+acg_sweeps = _jit(_acg_sweeps_body)
