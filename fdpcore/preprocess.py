@@ -215,22 +215,29 @@ def _bracket(
     """Left bracketing index of every (good segment, grid point): ``clip(lo + r - 1, lo, hi - 2)``.
 
     ``r`` is the number of the segment's times ``<= clip(g_j, tmin, tmax)`` (``searchsorted(...,
-    side='right')`` within the segment). Segments hold strictly increasing times. Each time is
+    side='right')`` within the segment); segments hold strictly increasing times. Each time is
     replaced by its exact integer rank among the (strictly increasing) grid points,
-    ``p_i = #{j : g_j < t_i}``, so that ``t_i <= g_j`` iff ``p_i <= j``; the composite integer
-    key ``segment * (K + 1) + p_i`` increases along the rows, and one ``searchsorted`` of the
-    queries ``segment * (K + 1) + j`` gives every bracket at once (exact: integers only; a grid
-    point below a segment's first time gets ``r = 0`` rather than 1, and one above its last time
-    ``r = count``, both of which the clip maps to the same bracket).
+    ``p_i = #{j : g_j < t_i}``, so that ``t_i <= g_j`` iff ``p_i <= j``: ``r`` is the cumulative
+    count of the composite integer key ``(segment, p_i)`` along ``j`` (one ``bincount`` and one
+    ``cumsum``, integers only, so exact; no sort). A grid point below a segment's first time gets
+    ``r = 0`` rather than 1, and one above its last time ``r = count``; the clip maps both to the
+    same bracket as the within-segment ``searchsorted``.
     """
     k = g.shape[0]
-    stride = np.int64(k + 1)
-    p = np.searchsorted(g, tt, side="left").astype(np.int64)
-    seg_of_row = np.repeat(np.arange(count.shape[0], dtype=np.int64), count)
-    key = seg_of_row * stride + p
-    queries = good.astype(np.int64)[:, None] * stride + np.arange(k, dtype=np.int64)[None, :]
-    idx = np.searchsorted(key, queries.ravel(), side="right").reshape(queries.shape)
-    out: np.ndarray = np.clip(idx - 1, lo[:, None], hi[:, None] - 2)
+    n_good = good.shape[0]
+    if n_good == count.shape[0]:
+        seg_of_row = np.repeat(np.arange(n_good, dtype=np.int64), count)
+        times = tt
+    else:  # rows of unalignable segments take no part
+        rank = np.full(count.shape[0], -1, dtype=np.int64)
+        rank[good] = np.arange(n_good, dtype=np.int64)
+        seg_of_row = np.repeat(rank, count)
+        keep = seg_of_row >= 0
+        seg_of_row, times = seg_of_row[keep], tt[keep]
+    p = np.searchsorted(g, times, side="left").astype(np.int64)
+    hist = np.bincount(seg_of_row * (k + 1) + p, minlength=n_good * (k + 1)).reshape(n_good, k + 1)
+    r = np.cumsum(hist[:, :k], axis=1)
+    out: np.ndarray = np.clip(lo[:, None] + r - 1, lo[:, None], hi[:, None] - 2)
     return out
 
 

@@ -63,7 +63,7 @@ def _sorted_unique(u: np.ndarray, t: np.ndarray, v: np.ndarray, c: np.ndarray | 
     return (u[rows], t[rows], v[rows], None if c is None else c[rows])
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(frame=frames(), k=st.integers(2, 6), trapezoid=st.booleans(), seed=st.integers(0, 2**32 - 1))
 def test_fast_path_equals_general_path_bit_for_bit(frame: tuple, k: int, trapezoid: bool, seed: int) -> None:  # type: ignore[type-arg]
     u, t, v, c = frame
