@@ -19,15 +19,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from prefect.client.orchestration import get_client
-from prefect.settings import PREFECT_API_URL
-from prefect import serve
-from prefect.deployments.runner import EntrypointType
 from pydantic import ValidationError
 
-from fdp.flows.config import config_sha256, format_validation_error, load_config
+# Prefect and the flows are imported where a command needs them (``release``, ``demo``, ``serve``), so
+# ``fdp schema``, ``fdp budget`` and ``fdp audit`` start without Prefect (benchmarks/README.md, CLI).
+from fdp.flows.config import DEFAULT_CRON, config_sha256, format_validation_error, load_config
 from fdp.flows.registry import SUMMARIES
-from fdp.flows.scheduled import DEFAULT_CRON, scheduled_release
 from fdp.schemas import BudgetSpec, LedgerEntry, PrivacyBudget, ReleaseConfig, ReleaseManifest
 from fdpcore.errors import BudgetExceededError, FdpError, LedgerError
 from fdpcore.ledger import DatasetBudget, Ledger, check_period, default_ledger_url
@@ -215,6 +212,9 @@ def _check_writable(out_dir: Path) -> None:
 
 def _check_prefect_api() -> None:
     """Fail before the ledger is touched when a configured Prefect API does not answer."""
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL
+
     api = PREFECT_API_URL.value()
     if not api:
         return  # no API configured: the flow starts Prefect's temporary local server
@@ -264,6 +264,11 @@ def _unexpected(exc: BaseException) -> str:
 
 
 def _serve(configs: list[str], cron: str, ledger_url: str | None, out_root: str) -> int:
+    from prefect import serve
+    from prefect.deployments.runner import EntrypointType
+
+    from fdp.flows.scheduled import scheduled_release
+
     url = ledger_url or default_ledger_url()
     deployments = []
     for path in configs:

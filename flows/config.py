@@ -13,6 +13,9 @@ from pydantic import BaseModel, ValidationError
 from fdp.flows.registry import SUMMARIES
 from fdpcore.errors import ConfigError
 
+#: Schedule of ``fdp serve`` deployments (:mod:`fdp.flows.scheduled`): 06:00 UTC on the first day of every month.
+DEFAULT_CRON = "0 6 1 * *"
+
 
 def load_config(path: str | Path) -> Any:
     """Read and validate a YAML release config; errors name the file and the field.

@@ -1,23 +1,20 @@
 """Which config model and which flow serve each ``summary`` of a release config.
 
 A new summary registers here once; ``fdp release`` and :func:`fdp.flows.config.load_config`
-dispatch on the config's ``summary`` key (default ``"mean"``).
+dispatch on the config's ``summary`` key (default ``"mean"``). Flows are registered by their import
+path and imported on first use, so a command imports Prefect and a summary's tasks only when it runs
+that summary (``fdp schema``, ``fdp budget`` and ``fdp audit`` never import Prefect).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib import import_module
 from typing import Any
 
 from pydantic import BaseModel
 
-from fdp.flows.covariance_release import covariance_release
-from fdp.flows.erm_release import erm_release
-from fdp.flows.fpca_release import fpca_release
-from fdp.flows.kde_release import kde_release
-from fdp.flows.mean_release import mean_release
-from fdp.flows.regression_release import fosr_release
 from fdp.schemas import CovarianceReleaseConfig, FpcaReleaseConfig, ReleaseConfig
 from fdp.schemas.erm import ErmReleaseConfig
 from fdp.schemas.kde import KdeReleaseConfig
@@ -28,7 +25,7 @@ __all__ = ["SUMMARIES", "Summary"]
 
 @dataclass(frozen=True)
 class Summary:
-    """A releasable summary: its config model and its flow.
+    """A releasable summary: its config model and its flow (``"module:attribute"``, imported on use).
 
     The flow is called as ``flow(config=..., config_sha256=..., config_dir=..., out_dir=...,
     ledger_url=..., release_id=..., period=...)`` and returns the public manifest (a dict);
@@ -36,14 +33,21 @@ class Summary:
     """
 
     config_model: type[BaseModel]
-    flow: Callable[..., dict[str, Any]]
+    flow_path: str
+
+    @property
+    def flow(self) -> Callable[..., dict[str, Any]]:
+        """The Prefect flow, imported from :attr:`flow_path` (Python caches the module after the first use)."""
+        module, _, name = self.flow_path.partition(":")
+        flow: Callable[..., dict[str, Any]] = getattr(import_module(module), name)
+        return flow
 
 
 SUMMARIES: dict[str, Summary] = {
-    "mean": Summary(ReleaseConfig, mean_release),
-    "fpca": Summary(FpcaReleaseConfig, fpca_release),
-    "covariance": Summary(CovarianceReleaseConfig, covariance_release),
-    "fosr": Summary(FosrReleaseConfig, fosr_release),
-    "kde": Summary(KdeReleaseConfig, kde_release),
-    "erm": Summary(ErmReleaseConfig, erm_release),
+    "mean": Summary(ReleaseConfig, "fdp.flows.mean_release:mean_release"),
+    "fpca": Summary(FpcaReleaseConfig, "fdp.flows.fpca_release:fpca_release"),
+    "covariance": Summary(CovarianceReleaseConfig, "fdp.flows.covariance_release:covariance_release"),
+    "fosr": Summary(FosrReleaseConfig, "fdp.flows.regression_release:fosr_release"),
+    "kde": Summary(KdeReleaseConfig, "fdp.flows.kde_release:kde_release"),
+    "erm": Summary(ErmReleaseConfig, "fdp.flows.erm_release:erm_release"),
 }

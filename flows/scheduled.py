@@ -21,14 +21,11 @@ from typing import Any
 from prefect import flow
 from prefect.runtime import flow_run
 
-from fdp.flows.config import config_sha256, load_config
+from fdp.flows.config import DEFAULT_CRON, config_sha256, load_config
 from fdp.flows.registry import SUMMARIES
 from fdpcore.ledger import current_period, default_ledger_url
 
 __all__ = ["DEFAULT_CRON", "release_calendar", "scheduled_release"]
-
-#: 06:00 UTC on the first day of every month.
-DEFAULT_CRON = "0 6 1 * *"
 
 
 def release_calendar(dataset_id: str, scheduled_start: datetime) -> tuple[str, str]:

@@ -8,14 +8,21 @@ from __future__ import annotations
 
 import io
 from collections.abc import Mapping
+from functools import cache
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")  # headless
-import matplotlib.pyplot as plt  # noqa: E402
-
 __all__ = ["curves_png", "surface_png"]
+
+
+@cache
+def _pyplot() -> Any:
+    """``matplotlib.pyplot`` on the headless Agg backend, imported on the first plot (it takes ~0.5 s)."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # headless
+    import matplotlib.pyplot as plt
+
+    return plt
 
 
 def curves_png(
@@ -30,6 +37,7 @@ def curves_png(
     zero_line: bool = False,
 ) -> bytes:
     """One line per released curve (and an optional band) as PNG bytes, without volatile metadata."""
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.0, 3.6), dpi=100)
     if band is not None:
         ax.fill_between(t, band[0], band[1], color="tab:blue", alpha=0.18, linewidth=0, label=band_label)
@@ -50,6 +58,7 @@ def curves_png(
 
 def surface_png(x: Any, y: Any, values: Any, *, xlabel: str, ylabel: str, title: str, colorbar: str) -> bytes:
     """A released surface on a tensor grid (``values`` is ``len(x) x len(y)``, row-major) as PNG bytes."""
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(5.6, 4.4), dpi=100)
     mesh = ax.pcolormesh(y, x, values, shading="nearest", cmap="viridis")
     fig.colorbar(mesh, ax=ax, label=colorbar)
