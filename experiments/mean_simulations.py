@@ -33,7 +33,8 @@ import pandas as pd  # noqa: E402
 from experiments import _sim_mean as sim  # noqa: E402
 from experiments._util import fmt, md_table, save_csv, save_figure, standalone, verdict  # noqa: E402
 from experiments.reference import MEAN_SIMULATION_FINDINGS, MEAN_SIMULATION_SETTINGS  # noqa: E402
-from fdpcore.release import draw_mean_release  # noqa: E402
+from fdpcore.release import PCV_FOLDS, PSI_GRID, draw_mean_release  # noqa: E402
+from fdpcore.selection import split_sizes  # noqa: E402
 from fdpcore.sensitivity import iclp_qr_weights  # noqa: E402
 
 TITLE = "Mean-function simulations (ICLP §6.1, Figs. 1-2)"
@@ -319,10 +320,13 @@ def findings(cells: pd.DataFrame, per_rep: pd.DataFrame, fixed: pd.DataFrame, mc
                        if r.mechanism != "iclp_qr")
     qr = sub[sub.mechanism == "iclp_qr"]
     share = qr.priv / qr.mse
+    behind = qr.set_index(["scenario", "n"]).mse / best.set_index(["scenario", "n"]).mse
     out.append(("qr_best", verdict(wins == len(best), 2 * wins >= len(best)),
                 f"ICLP-QR has the smallest MSE among the pure-DP mechanisms in {wins} of {len(best)} (scenario, n) "
                 f"cells" + (f"; elsewhere the best is {losers}" if losers else "")
-                + f"; the privacy error is {share.min():.0%}-{share.max():.0%} of ICLP-QR's MSE there"))
+                + f"; MSE(ICLP-QR)/best pure-DP MSE ranges {fmt(float(behind.min()), 3)}-{fmt(float(behind.max()), 3)}"
+                f" (median {fmt(float(behind.median()), 3)}); the privacy error is {share.min():.0%}-{share.max():.0%} "
+                "of ICLP-QR's MSE there"))
     # 2. FRL and Bernstein close on S-1
     r = _ratio(cells, sim.MAIN, ("frl", variant), ("bernstein", variant))
     r1 = r[r.scenario == "S-1"]
@@ -395,6 +399,12 @@ def _report(out_dir: Path, chosen: list[sim.SimConfig], cells: pd.DataFrame, per
             for v in (("exact", "paper") if c.name == sim.MAIN else ("exact",))}
     fig_pcv = _figure_pcv(cells, out_dir) if pcv else None
     main_cfg = chosen[0]
+    n_last = int(n_values[-1])
+    n_t = split_sizes(n_last)[0]
+    pending = sim.pcv_plan(main_cfg.nu, n_last, size)
+    psi_pss = float(sim.plan("iclp_qr", "exact", main_cfg.nu, n_last, 1.0, None, size).psi or math.nan)
+    cands = pending.selection.candidates if pending.selection is not None else (math.nan,)
+    psi_lo, psi_hi = min(cands) / psi_pss, max(cands) / psi_pss
     lines: list[str] = []
     lines += [
         f"Source: {MEAN_SIMULATION_SETTINGS.source} (MATH.md {MEAN_SIMULATION_SETTINGS.math}). "
@@ -404,7 +414,8 @@ def _report(out_dir: Path, chosen: list[sim.SimConfig], cells: pd.DataFrame, per
         "||mu^ - mu_0||^2 + E||noise||^2 (the cross term has mean zero) with the library's expected noise "
         "energy (`noise.whitened.expected_sq_l2@1`), instead of averaging "
         f"{paper['private_draws']} private draws as the paper does; the identity is checked by Monte Carlo below. "
-        "Noise in the check is NumPy's (`secure=False`, simulation only). Means ± standard errors over replicates.",
+        "Noise in the check is NumPy's (`secure=False`, simulation only). Means ± standard errors over replicate "
+        "data sets (the noise part is exact, so the SEs reflect the data only and are smaller than the paper's).",
         "",
         "### Setting: the paper's and ours",
         "",
@@ -423,7 +434,7 @@ def _report(out_dir: Path, chosen: list[sim.SimConfig], cells: pd.DataFrame, per
              f"not stated in the paper; we use the Matérn nu = {sim.T5_BASIS_NU:g} eigenbasis, score j times "
              "sqrt(lambda_j (df-2)/df), so the covariance is that kernel (E||e||^2 = 1)"],
             ["S-4", f"sum_j<={paper['s4_terms']} R_j phi_j, R_j ~ U[-1, 1]",
-             "R drawn once per replicate; phi_j = the ICLP kernel's eigenbasis"],
+             "R drawn once per replicate (shared by all n); phi_j = the ICLP kernel's eigenbasis"],
             ["normalisation, tau", "\"normalizing\" only",
              f"not stated in the paper; we use Y_i = X_i / tau with tau = ||mu_0|| + {sim.TAU_MARGIN:g} "
              "(from the design, never the sample), clip ||Y_i|| <= 1, run every mechanism with tau = 1 (PSS "
@@ -439,8 +450,9 @@ def _report(out_dir: Path, chosen: list[sim.SimConfig], cells: pd.DataFrame, per
              "mu_0 and is not privacy-safe, MATH.md §5.1; not reproduced)"],
             ["PCV", f"{paper['pcv_folds']}-fold over psi in [{paper['pcv_psi_range'][0]:g}, "
                     f"{paper['pcv_psi_range'][1]:g}] x psi_PSS",
-             "the library's PCV (`tuning='pcv'`): 10 folds by position over psi_PSS(n_train) x 10^{-1, -0.5, 0, "
-             "0.5, 1}, n_train = 2n/3 (psi in [0.15, 15] x psi_PSS(n)); **not differentially private** (MATH.md "
+             f"the library's PCV (`tuning='pcv'`): {PCV_FOLDS} folds by position over psi_PSS(n_train) x "
+             f"{{{', '.join(fmt(g, 3) for g in PSI_GRID)}}}, n_train = {n_t} of n = {n_last} (psi in "
+             f"[{fmt(psi_lo, 3)}, {fmt(psi_hi, 3)}] x psi_PSS(n)); **not differentially private** (MATH.md "
              "§5.2, §14 item 19)"],
         ]),
         "",
