@@ -250,6 +250,13 @@ def loglog_slope(per_rep: pd.DataFrame, rng: np.random.Generator, bootstrap: int
 
 # --------------------------------------------------------------------------- report
 
+def _table(header: Sequence[object], rows: Iterable[Sequence[object]]) -> str:
+    """A Markdown table whose cells may contain ``|`` (norms such as ||a||_1): escaped as ``\\|``."""
+    def esc(c: object) -> str:
+        return str(c).replace("|", "\\|")
+
+    return md_table([esc(h) for h in header], [[esc(c) for c in r] for r in rows])
+
 def _mse_cell(row: pd.Series) -> str:
     se = row["mse_se"]
     return fmt(row["mse"], 3) + ("" if math.isnan(se) else f" ± {fmt(se, 2)}")
@@ -263,7 +270,7 @@ def _comparison_table(cells: pd.DataFrame, config: str, variant: str) -> str:
         for est in sim.MECHANISMS:
             r = sub[(sub.scenario == sc) & (sub.mechanism == est)].set_index("n")
             rows.append([sc, sim.LABELS[est]] + [_mse_cell(r.loc[n]) for n in ns])
-    return md_table(["scenario", "mechanism"] + [f"n={n}" for n in ns], rows)
+    return _table(["scenario", "mechanism"] + [f"n={n}" for n in ns], rows)
 
 
 def _figure_mechanisms(cells: pd.DataFrame, config: sim.SimConfig, variant: str, out_dir: Path) -> str:
@@ -419,7 +426,7 @@ def _report(out_dir: Path, chosen: list[sim.SimConfig], cells: pd.DataFrame, per
         "",
         "### Setting: the paper's and ours",
         "",
-        md_table(["setting", "paper", "this run"], [
+        _table(["setting", "paper", "this run"], [
             ["grid", "not stated", f"not stated in the paper; we use K = {size} equispaced midpoints on [0, 1] "
                                    "(equal weights)"],
             ["n", "not stated (log axis)", "not stated in the paper; we use " + ", ".join(map(str, n_values))],
@@ -471,7 +478,7 @@ def _report(out_dir: Path, chosen: list[sim.SimConfig], cells: pd.DataFrame, per
             f"agreement (all |z| <= {MC_Z:g}): {verdict(bool((mc.z.abs() <= MC_Z).all()))}. "
             f"Data: [{Path(csv_mc or '').name}]({csv_mc}).",
             "",
-            md_table(["check", "scenario", "n", "formula", "Monte Carlo (± SE)", "relative difference", "z"],
+            _table(["check", "scenario", "n", "formula", "Monte Carlo (± SE)", "relative difference", "z"],
                      [[r.check, r.scenario, r.n, fmt(r.formula, 4), f"{fmt(r.mc_mean, 4)} ± {fmt(r.mc_se, 2)}",
                        f"{r.rel_diff:+.2%}", f"{r.z:+.2f}"] for r in mc.itertuples()]),
         ]
@@ -511,7 +518,7 @@ def _report(out_dir: Path, chosen: list[sim.SimConfig], cells: pd.DataFrame, per
             "",
             f"![Fig. 1]({fig_pcv})",
             "",
-            md_table(["scenario"] + [f"n={n}" for n in sorted(r.n.unique())],
+            _table(["scenario"] + [f"n={n}" for n in sorted(r.n.unique())],
                      [[sc] + [f"{fmt(float(x.ratio), 3)} (psi x{fmt(float(p_), 2)})"
                               for x, p_ in zip(r[r.scenario == sc].sort_values('n').itertuples(),
                                                pr[pr.scenario == sc].sort_values('n').psi_ratio)]
@@ -536,18 +543,18 @@ def _report(out_dir: Path, chosen: list[sim.SimConfig], cells: pd.DataFrame, per
         "GP-ADP the paper pipeline also uses the classical Gaussian constant, and its [MRS] bound is too small "
         "for eta > 1 (not a valid DP bound, MATH.md §4.4): a ratio < 1 there is not a real gain.",
         "",
-        md_table(["mechanism", "scenario"] + [f"n={n}" for n in n_values], main_rows),
+        _table(["mechanism", "scenario"] + [f"n={n}" for n in n_values], main_rows),
         "",
         "(c): privacy error E||noise||^2 (tau = 1) at fixed tuning with the paper's bound and with the exact one; "
         "for ICLP-QR the ratio must equal (||a||_1/||a||_2)^2 (MATH.md §4.3). All mechanisms: "
         f"[{Path(csv_fixed).name}]({csv_fixed}).",
         "",
-        md_table(["nu", "tuning", "n", "eta", "psi", "E (exact bound)", "E (paper bound)", "ratio",
+        _table(["nu", "tuning", "n", "eta", "psi", "E (exact bound)", "E (paper bound)", "ratio",
                   "(||a||_1/||a||_2)^2"],
                  [[f"{r.nu:g}", r.tuning, r.n, fmt(r.eta, 3), fmt(r.psi, 3), fmt(r.error_exact, 4),
                    fmt(r.error_paper, 4), fmt(r.ratio, 6), fmt(r.a_norm_ratio_sq, 6)] for r in q.itertuples()]),
         "",
-        md_table(["mechanism", "tuning", "nu"] + [f"n={n}: paper/exact" for n in n_values],
+        _table(["mechanism", "tuning", "nu"] + [f"n={n}: paper/exact" for n in n_values],
                  [[sim.LABELS[est], tun, f"{nu:g}"] + [fmt(float(x), 4) for x in
                    fixed[(fixed.mechanism == est) & (fixed.tuning == tun) & (fixed.nu == nu)].sort_values("n").ratio]
                   for est in ("frl", "iclp_ar", "gp") for tun in sim.VARIANTS for nu in sorted(fixed.nu.unique())]),
@@ -575,11 +582,11 @@ def _report(out_dir: Path, chosen: list[sim.SimConfig], cells: pd.DataFrame, per
             table.append([text, ve, ee, "(same)"])
         else:
             table.append([text, ve, ee, f"{vp}: {ep}"])
-    lines += [md_table(["finding (paper)", "verdict, exact pipeline", "evidence", "paper pipeline"], table)]
+    lines += [_table(["finding (paper)", "verdict, exact pipeline", "evidence", "paper pipeline"], table)]
     timing["part 5: findings"] = time.perf_counter() - t_find
     timing["report: CSVs, figures, tables"] = time.perf_counter() - t0 - timing["part 5: findings"]
     timing["total"] = time.perf_counter() - t_all
-    lines += ["", "### Timing", "", md_table(["part", "seconds"], [[k, f"{v:.1f}"] for k, v in timing.items()])]
+    lines += ["", "### Timing", "", _table(["part", "seconds"], [[k, f"{v:.1f}"] for k, v in timing.items()])]
     for k, v in timing.items():
         print(f"[{NAME}] {k}: {v:.1f} s", flush=True)
     return "\n".join(lines)

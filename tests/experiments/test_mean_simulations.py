@@ -172,6 +172,15 @@ def test_run_writes_the_section_its_csvs_and_figures(tmp_path: Path) -> None:
     for phrase in ("### Expected findings", "### PSS vs PCV", "### Exact vs paper sensitivities", "not stated in the paper"):
         assert phrase in body
     assert "not differentially private" in body
+    # every Markdown table row has as many (unescaped) cell separators as its header: norms like ||a|| are escaped
+    header_cells = None
+    for line in body.splitlines():
+        if not line.startswith("|"):
+            header_cells = None
+            continue
+        cells_in_line = len(re.findall(r"(?<!\\)\|", line))
+        header_cells = header_cells or cells_in_line
+        assert cells_in_line == header_cells, line
 
 
 def test_run_rejects_bad_settings(tmp_path: Path) -> None:
