@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "AKRS_CUMULATIVE_SHARE",
     "AKRS_TABLE1_VARIANCE_RATIO",
     "AKRS_TABLE2_PROJECTION_DISTANCE",
     "ICLP_TABLE1_TIMING",
@@ -206,3 +207,6 @@ MEAN_SIMULATION_FINDINGS = PaperTable(
         "qr_exact": "with exact sensitivities ICLP-QR's privacy error drops by (||a||_1/||a||_2)^2 at equal epsilon",
     },
 )
+
+#: [AKRS] §6 (MATH.md §13.6): cumulative non-private variance explained by the top 1/2/3 components.
+AKRS_CUMULATIVE_SHARE = {"dti": (0.77, 0.86, 0.93), "berkeley": (0.82, 0.95, 0.98)}
