@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""Set up fdp's virtual environment and run it: the two Quick-start commands.
+"""Set up fdp's virtual environment and run it: the Quick-start commands and the results report.
 
     python3 dev.py demo            # set up .venv (first time) and run a demo release
     python3 dev.py test [ARGS]     # set up .venv (first time) and run the whole test suite
+    python3 dev.py results [ARGS]  # set up .venv (first time) and regenerate docs/results.md
+                                   # (python -m experiments.report ARGS, e.g. --reps 100 --only fpca_table1)
 
 Only python3 (>= 3.11) is needed on the machine; everything else is installed into
 ./.venv from pyproject.toml. The install is redone when pyproject.toml changes.
@@ -43,7 +45,7 @@ def ensure_env() -> Path:
 
 
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in {"demo", "test", "setup"}:
+    if not argv or argv[0] not in {"demo", "test", "results", "setup"}:
         print(__doc__)
         return 2
     python = ensure_env()
@@ -52,6 +54,9 @@ def main(argv: list[str]) -> int:
         return 0
     if argv[0] == "demo":
         return subprocess.run([str(BIN / "fdp"), "demo", *argv[1:]], env=env, check=False).returncode
+    if argv[0] == "results":
+        return subprocess.run([str(python), "-m", "experiments.report", *argv[1:]], cwd=ROOT, env=env,
+                              check=False).returncode
     return subprocess.run([str(python), "-m", "pytest", *argv[1:]], cwd=ROOT, env=env, check=False).returncode
 
 
