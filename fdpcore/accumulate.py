@@ -25,6 +25,7 @@ import numpy as np
 
 from fdpcore._typing import ArrayLike, NDArrayFloat
 from fdpcore.bernstein import bernstein_interpolation_matrix, clip_sup
+from fdpcore.covariance import CovariancePlan, _upper, iclp_qr_covariance_coefficients
 from fdpcore.errors import DomainError, InternalError
 from fdpcore.estimators import frl_mean_coefficients, iclp_ar_mean_coefficients, iclp_qr_mean_coefficients
 from fdpcore.release import MeanPlan
@@ -33,6 +34,7 @@ __all__ = [
     "QUANTUM_BITS",
     "CurveSums",
     "accumulate_curves",
+    "summarise_covariance_sums",
     "quantisation_exponent",
     "quantise_records",
     "sum_int_rows",
@@ -295,3 +297,45 @@ def summarise_mean_sums(sums: CurveSums, plan: MeanPlan) -> NDArrayFloat:
         d = plan.recolour.shape[0] if plan.recolour is not None else 0
         return iclp_ar_mean_coefficients(xbar, lam, eta=eta, psi=psi)[:d] / np.sqrt(lam[:d])
     return iclp_qr_mean_coefficients(xbar, lam, eta=eta, psi=psi) / np.sqrt(lam)
+
+
+def summarise_covariance_sums(sums: CurveSums, plan: CovariancePlan) -> NDArrayFloat:
+    """Pre-noise whitened upper-triangle coordinates from exact sums: :func:`fdpcore.covariance.summarise_covariance`.
+
+    The covariance summary (MATH.md §6) depends on the records only through
+    ``Kbar = (1/n) sum_i y_i y_i^T`` of their eigen-coefficients ``y_i = theta(X_i)``
+    (``- mean_i theta(X_i)`` with ``sample_mean`` centring). ``theta`` is linear, so ``Kbar`` is
+    ``theta`` applied on both sides of the second moment ``M = (1/n) sum_i Q(X_i) Q(X_i)^T`` (minus
+    ``theta(m) theta(m)^T``, ``m`` the mean, with ``sample_mean`` centring): the same quantity as the
+    in-memory path on the quantised records, up to floating-point rounding. ``M`` and ``m`` are
+    correctly rounded from exact integer sums, so the result is identical for every partition of
+    the data and every engine. ``sums`` must carry the outer products (``StreamSpec(outer=True)``)
+    of the centred (public centring) or raw (``sample_mean``) records clipped to ``plan.tau``.
+
+    >>> from fdpcore.covariance import plan_covariance_release, summarise_covariance
+    >>> from fdpcore.grids import midpoint_grid
+    >>> g = midpoint_grid(8)
+    >>> x = np.array([[0.5] * 8, [-0.25] * 8, [0.125, -0.125] * 4])
+    >>> p = plan_covariance_release(g, {"name": "matern", "nu": 1.5, "rho": 0.2}, n=3, tau=1.0, epsilon=1.0,
+    ...                             eta=1.0, psi=0.1, centering="sample_mean", secure=False)
+    >>> z = summarise_covariance_sums(accumulate_curves(x, 1.0, g.weights, outer=True), p)
+    >>> bool(np.allclose(z, summarise_covariance(x, p), rtol=1e-12, atol=1e-14))
+    True
+    """
+    if sums.outer is None:
+        raise DomainError("sums must carry the outer products (accumulate with outer=True) for a covariance")
+    if sums.n != plan.n:
+        raise DomainError(f"sums.n ({sums.n}) must equal the plan's n ({plan.n})")
+    basis = plan.basis
+    if len(sums.sum) != basis.grid.size:
+        raise DomainError(f"sums has {len(sums.sum)} grid values but the grid has {basis.grid.size}")
+    second = sums.second_moment()
+    kbar = basis.coefficients(basis.coefficients(second).T)  # theta on both sides of M
+    if plan.centering == "sample_mean":
+        ybar = basis.coefficients(sums.mean()[None, :])[0]
+        kbar = kbar - np.outer(ybar, ybar)
+    lam = basis.eigenvalues
+    khat = iclp_qr_covariance_coefficients((kbar + kbar.T) / 2.0, lam, eta=plan.eta, psi=plan.psi)
+    prod, iu = _upper(lam)
+    out: NDArrayFloat = khat[iu] / np.sqrt(prod)
+    return out

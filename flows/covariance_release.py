@@ -17,7 +17,9 @@ from fdp.tasks.covariance import (
     plan_covariance,
     publish_covariance,
     summarise_covariance_curves,
+    summarise_covariance_stream,
 )
+from fdp.tasks.streaming import stream_curves
 
 
 @flow(name="covariance-release", flow_run_name="covariance-release-{release_id}", persist_result=False, retries=0)
@@ -40,9 +42,14 @@ def covariance_release(
     if (done := already_published(ledger_url, release_id, config_sha256, out_dir)) is not None:
         return done
     center, link = covariance_center(config, ledger_url)
-    batch = clip_curves(center_curves(load_curves(config, config_dir), center), config)
-    plan = plan_covariance(config, batch.n_samples, center, link)
-    summary = summarise_covariance_curves(batch, plan)
+    if config.engine.name != "memory":  # local/dask: exact sums and outer products chunk by chunk
+        batch = stream_curves(config, config_dir, center=center, outer=True)
+        plan = plan_covariance(config, batch.n_samples, center, link)
+        summary = summarise_covariance_stream(batch, plan)
+    else:
+        batch = clip_curves(center_curves(load_curves(config, config_dir), center), config)
+        plan = plan_covariance(config, batch.n_samples, center, link)
+        summary = summarise_covariance_curves(batch, plan)
     request = covariance_charge_request(config, config_sha256, plan, batch.counts).model_copy(update={"period": period})
     if (done := charge(ledger_url, release_id, request, out_dir, config.budget)) is not None:
         return done

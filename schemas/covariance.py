@@ -9,6 +9,7 @@ from pydantic import Field, field_validator, model_validator
 
 from fdp.schemas._base import Frozen, Internal, PositiveFloat
 from fdp.schemas.config import BudgetSpec, ClippingSpec, DatasetSpec, GridSpec, PrivacySpec
+from fdp.schemas.engine import EngineSpec, check_engine_fields
 from fdp.schemas.fpca import ReferenceCurveSpec
 from fdp.schemas.records import BudgetSplit, OutputFile, PrivacyRecord, Provenance
 from fdpcore.errors import DomainError
@@ -109,6 +110,7 @@ class CovarianceReleaseConfig(Frozen):
     output: CovarianceOutputSpec = Field(default_factory=lambda: CovarianceOutputSpec())
     privacy: PrivacySpec
     budget: BudgetSpec
+    engine: EngineSpec = Field(default_factory=lambda: EngineSpec(), description="how the data is read (default: memory)")
 
     _kernel_ok = field_validator("kernel")(classmethod(lambda cls, v: kernel_mapping(v)))
 
@@ -120,6 +122,7 @@ class CovarianceReleaseConfig(Frozen):
             raise ValueError(f"privacy.calibration ({self.privacy.calibration!r}) applies to Gaussian mechanisms only")
         if self.clipping.sup_clip is not None:
             raise ValueError("clipping.sup_clip is a parameter of the Bernstein mean only")
+        check_engine_fields(self.engine, self.dataset.format, None)
         return self
 
 

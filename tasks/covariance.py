@@ -1,7 +1,9 @@
 """Tasks of the covariance-surface release (MATH.md §6): centre, plan, summarise, draw, publish.
 
 Ingest and clipping reuse :func:`fdp.tasks.load_curves` and :func:`fdp.tasks.clip_curves` (one
-averaged record per privacy unit); the ledger steps are those of :mod:`fdp.tasks.ledger`.
+averaged record per privacy unit), or, with a streaming engine (``engine.name`` ``local``/``dask``),
+:func:`fdp.tasks.streaming.stream_curves` with the public centre and outer products; the ledger
+steps are those of :mod:`fdp.tasks.ledger`.
 """
 
 from __future__ import annotations
@@ -24,11 +26,13 @@ from fdp.schemas.covariance import (
     CovarianceReleaseConfig,
     CovarianceSummary,
 )
+from fdp.schemas.engine import StreamBatch
 from fdp.tasks import _publish
 from fdp.tasks._settings import data_task, noise_task
 from fdp.tasks.ledger import close_release, mark_noised, provenance
 from fdp.tasks.mean import release_grid
 from fdpcore.accounting import compose_pure
+from fdpcore.accumulate import summarise_covariance_sums
 from fdpcore.covariance import (
     covariance_surface,
     covariance_weights,
@@ -101,6 +105,12 @@ def plan_covariance(config: CovarianceReleaseConfig, n: int, center: Any, link: 
         eta=t.eta, psi=t.psi, tuning=t.rule, secure=True,
     )
     return CovariancePlanEnvelope(plan=plan, center=center, link=link)
+
+
+@data_task(name="summarise-covariance-sums")
+def summarise_covariance_stream(batch: StreamBatch, plan: CovariancePlanEnvelope) -> CovarianceSummary:
+    """Pre-noise whitened coordinates from a streaming engine's exact sums (kept in memory only)."""
+    return CovarianceSummary(coefficients=summarise_covariance_sums(batch.sums, plan.plan))
 
 
 @data_task(name="summarise-covariance")
@@ -206,6 +216,7 @@ def public_covariance_release(
         composition=plan.link,
         formulas=sorted({*p.formulas, "preprocess.align_linear@1",
                          *(("postprocess.cov.psd_projection@1",) if out.psd else ()),
+                         *(("preprocess.quantise_lattice@1",) if config.engine.name != "memory" else ()),
                          *(("accounting.pure.sequential@1",) if plan.link else ())}),
         outputs=[{"path": name, "sha256": hashlib.sha256(data).hexdigest()}  # type: ignore[misc]
                  for name, data in ((_publish.RELEASE_FILE, surface_pq), (EIGEN_FILE, eig_pq))],

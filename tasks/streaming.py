@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 
-from fdp.schemas import MeanSummary, NoisePlan, ReleaseConfig
+from fdp.schemas import MeanSummary, NoisePlan
 from fdp.schemas.engine import StreamBatch
 from fdp.tasks._settings import data_task
 from fdp.tasks.mean import release_grid
@@ -28,18 +28,23 @@ __all__ = ["ingest_partition", "stream_curves", "stream_spec", "summarise_sums"]
 
 
 
-def stream_spec(config: ReleaseConfig) -> StreamSpec:
-    """The public inputs of the streaming ingest of a release config."""
+def stream_spec(config: Any, *, center: Any = None, outer: bool = False) -> StreamSpec:
+    """The public inputs of the streaming ingest of a release config (mean, or covariance with ``outer``).
+
+    ``center``: a public curve on the grid subtracted from every record before clipping (covariance
+    centring); ``outer``: also accumulate the outer products of the clipped records.
+    """
     ds = config.dataset
     return StreamSpec(
         unit_column=ds.unit_column, time_column=ds.time_column, value_column=ds.value_column,
         curve_column=ds.curve_column, time_domain=ds.time_domain, value_offset=ds.value_offset,
         value_scale=ds.value_scale, grid=release_grid(config), tau=config.clipping.tau,
-        sup_clip=config.clipping.sup_clip, chunk_rows=config.engine.chunk_rows,
+        sup_clip=config.clipping.sup_clip, chunk_rows=config.engine.chunk_rows, outer=outer,
+        center=None if center is None else tuple(float(c) for c in center),
     )
 
 
-def _dataset_path(config: ReleaseConfig, config_dir: str) -> Path:
+def _dataset_path(config: Any, config_dir: str) -> Path:
     p = Path(config.dataset.path)
     return p if p.is_absolute() else Path(config_dir) / p
 
@@ -62,7 +67,7 @@ def combine_partitions(partials: list[FilePartial]) -> StreamBatch:
     return StreamBatch(sums=sums, n_samples=sums.n, counts=dict(sorted(sums.counts.items())))
 
 
-def _runner(config: ReleaseConfig) -> Any:
+def _runner(config: Any) -> Any:
     from prefect_dask import DaskTaskRunner  # imported only when the dask engine is used
 
     e = config.engine
@@ -72,9 +77,13 @@ def _runner(config: ReleaseConfig) -> Any:
                                           "processes": True, "dashboard_address": ":0"})
 
 
-def stream_curves(config: ReleaseConfig, config_dir: str) -> StreamBatch:
-    """Ingest the dataset with the configured streaming engine and return its exact statistics."""
-    spec = stream_spec(config)
+def stream_curves(config: Any, config_dir: str, *, center: Any = None, outer: bool = False) -> StreamBatch:
+    """Ingest the dataset with the configured streaming engine and return its exact statistics.
+
+    ``center`` and ``outer`` as in :func:`stream_spec` (the covariance release passes its public
+    centre, or none for ``sample_mean`` centring, and ``outer=True``).
+    """
+    spec = stream_spec(config, center=center, outer=outer)
     files = [str(f) for f in dataset_files(_dataset_path(config, config_dir))]
     if config.engine.name == "dask" and len(files) > 0:
         with _runner(config) as runner:

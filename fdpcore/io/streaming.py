@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from fdpcore.accumulate import CurveSums, accumulate_curves, quantisation_exponent
-from fdpcore.errors import DataError
+from fdpcore.errors import DataError, DomainError
 from fdpcore.grids import Grid
 from fdpcore.preprocess import align_long, clip_l2, rescale_long
 
@@ -51,7 +51,11 @@ _COUNT_KEYS = ("n_rows", "n_rows_outside_time_domain", "n_rows_nonfinite", "n_du
 
 @dataclass(frozen=True)
 class StreamSpec:
-    """Public inputs of a streaming ingest (columns, public maps, grid, clipping, what to accumulate)."""
+    """Public inputs of a streaming ingest (columns, public maps, grid, clipping, what to accumulate).
+
+    ``center`` is a public curve on the grid subtracted from every aligned record before clipping
+    (the covariance and FoSR releases' centring); ``outer`` also accumulates the outer products.
+    """
 
     unit_column: str
     time_column: str
@@ -65,6 +69,13 @@ class StreamSpec:
     sup_clip: float | None = None
     outer: bool = False
     chunk_rows: int = DEFAULT_CHUNK_ROWS
+    center: tuple[float, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.center is not None:
+            c = np.asarray(self.center, dtype=np.float64)
+            if c.shape != (self.grid.size,) or not bool(np.all(np.isfinite(c))):
+                raise DomainError(f"center (length {c.size}) must hold {self.grid.size} finite grid values")
 
     @property
     def columns(self) -> list[str]:
@@ -224,7 +235,10 @@ def _reduce(rows: _Rows, spec: StreamSpec, w: np.ndarray) -> CurveSums:
                                    grid_domain=spec.grid.domain_range, value_offset=spec.value_offset,
                                    value_scale=spec.value_scale)
     aligned = align_long(rows.codes, t, v, spec.grid, curves=rows.curves)
-    clipped, n_clipped = clip_l2(aligned.data_matrix, w, spec.tau)
+    records = aligned.data_matrix
+    if spec.center is not None:  # public centre, record-wise, before clipping (as the in-memory path)
+        records = records - np.asarray(spec.center, dtype=np.float64)[None, :]
+    clipped, n_clipped = clip_l2(records, w, spec.tau)
     counts = {"n_rows": int(rows.codes.shape[0]), "n_rows_outside_time_domain": n_outside,
               "n_rows_nonfinite": aligned.n_rows_dropped, "n_duplicates_merged": aligned.n_duplicates_merged,
               "n_unalignable_units": aligned.n_unalignable, "n_clipped": n_clipped}

@@ -22,8 +22,10 @@ from fdpcore.accumulate import (
     quantise_records,
     sum_int_outer,
     sum_int_rows,
+    summarise_covariance_sums,
     summarise_mean_sums,
 )
+from fdpcore.covariance import plan_covariance_release, summarise_covariance
 from fdpcore.errors import DataError, DomainError
 from fdpcore.grids import grid_from_nodes, midpoint_grid
 from fdpcore.io import read_long_table
@@ -288,3 +290,56 @@ def test_missing_and_empty_dataset_paths(tmp_path: Path) -> None:
     (tmp_path / "x.parquet").write_bytes(b"not parquet")
     with pytest.raises(DataError, match="not a readable Parquet file"):
         ingest_file(tmp_path / "x.parquet", _spec())
+
+
+# ------------------------------------------------------------------ covariance from streamed sums
+
+
+@pytest.mark.parametrize("centering", ["public", "sample_mean"])
+@pytest.mark.parametrize("chunk_rows", [47, 10**6])  # 47: units span every chunk boundary
+def test_streamed_covariance_equals_the_in_memory_summary(centering: str, chunk_rows: int) -> None:
+    grid = midpoint_grid(48)
+    tau = 0.5 if centering == "public" else 1.5
+    # a public centre (any data-independent curve), subtracted before clipping as the in-memory flow does
+    center = 0.2 * np.sin(2 * np.pi * grid.grid_points) if centering == "public" else None
+    spec = StreamSpec("monday_index", "half_hour", "demand_mw", (0.5, 48.5), grid, tau, value_offset=1500.0,
+                      value_scale=1000.0, chunk_rows=chunk_rows, outer=True,
+                      center=None if center is None else tuple(center))
+    sums = stream_dataset(ELEC, spec)
+    tb = read_long_table(ELEC, "parquet", unit_column="monday_index", time_column="half_hour",
+                         value_column="demand_mw")
+    t, v, _ = rescale_long(tb.times, tb.values, time_domain=(0.5, 48.5), grid_domain=(0.0, 1.0), value_offset=1500.0,
+                           value_scale=1000.0)
+    records = align_long(tb.units, t, v, grid).data_matrix
+    clipped, _ = clip_l2(records if center is None else records - center[None, :], grid.weights, tau)
+    # identical sufficient statistics (exact integers) to the in-memory records' ...
+    mem = accumulate_curves(clipped, tau, grid.weights, outer=True)
+    assert sums.n == mem.n == 508 and sums.sum == mem.sum and sums.outer == mem.outer
+    # ... so the pre-noise summary is the in-memory summary of the quantised records, to rounding
+    plan = plan_covariance_release(grid, KERNEL, n=508, tau=tau, epsilon=1.0, eta=2.0, psi=1e-3,
+                                   centering=centering, secure=False)
+    z_stream = summarise_covariance_sums(sums, plan)
+    quantised = np.ldexp(quantise_records(clipped, tau, grid.weights).astype(np.float64), sums.exponent)
+    z_q = summarise_covariance(quantised, plan)
+    assert np.max(np.abs(z_stream - z_q)) <= 1e-9 * np.max(np.abs(z_q))
+    # and the unquantised summary to the lattice resolution (|Q(x) - x| < 2^s per grid value)
+    z_mem = summarise_covariance(clipped, plan)
+    res = 2.0 * tau * 2.0 ** quantisation_exponent(tau) * math.sqrt(48) / float(plan.basis.eigenvalues.min())
+    assert np.max(np.abs(z_stream - z_mem)) <= res
+    if chunk_rows != 10**6:  # bit-identical whatever the chunking
+        one = stream_dataset(ELEC, StreamSpec(**{**spec.__dict__, "chunk_rows": 10**6}))
+        assert one.outer == sums.outer and one.sum == sums.sum
+        assert np.array_equal(summarise_covariance_sums(one, plan), z_stream)
+
+
+def test_streamed_covariance_refuses_sums_without_outer_products_and_a_bad_centre() -> None:
+    grid = midpoint_grid(8)
+    plan = plan_covariance_release(grid, KERNEL, n=2, tau=1.0, epsilon=1.0, eta=2.0, psi=1e-3, secure=False)
+    with pytest.raises(DomainError, match="outer products"):
+        summarise_covariance_sums(accumulate_curves(np.zeros((2, 8)), 1.0, grid.weights), plan)
+    with pytest.raises(DomainError, match=r"sums.n \(3\) must equal"):
+        summarise_covariance_sums(accumulate_curves(np.zeros((3, 8)), 1.0, grid.weights, outer=True), plan)
+    with pytest.raises(DomainError, match=r"center \(length 3\) must hold 8 finite grid values"):
+        _spec(grid=grid, center=(0.0, 0.0, 0.0))
+    with pytest.raises(DomainError, match=r"center \(length 8\) must hold 8 finite"):
+        _spec(grid=grid, center=(float("nan"),) * 8)

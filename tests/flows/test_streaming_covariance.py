@@ -1,0 +1,83 @@
+"""Covariance release on a streaming engine (`engine.name: local`): exact sums and outer products chunk by chunk give
+the in-memory path's sufficient statistics, the same plan and noise scale; config rules."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from prefect import flow
+
+from flow_support import REPO, release, write_config
+from fdp.flows.config import load_config
+from fdp.tasks import clip_curves, load_curves
+from fdp.tasks.covariance import center_curves, covariance_center
+from fdp.tasks.streaming import stream_curves
+from fdpcore.accumulate import accumulate_curves
+from fdpcore.errors import ConfigError
+from fdpcore.grids import midpoint_grid
+
+EXAMPLE = REPO / "examples" / "electricity_covariance.yaml"
+DATA = REPO / "examples" / "data" / "electricity_monday.parquet"
+
+
+@pytest.fixture
+def partitioned(tmp_path: Path) -> Path:
+    """The electricity data split by unit into 3 files (each sorted by unit) with small row groups."""
+    df = pd.read_parquet(DATA)
+    d = tmp_path / "electricity"
+    d.mkdir()
+    units = np.sort(df["monday_index"].unique())
+    for i, part in enumerate(np.array_split(units, 3)):
+        df[df["monday_index"].isin(part)].to_parquet(d / f"part-{i}.parquet", row_group_size=500, index=False)
+    return d
+
+
+@flow(persist_result=False)
+def _both(stream_path: str, memory_path: str, ledger_url: str) -> tuple[object, object]:
+    config, mem_config = load_config(stream_path), load_config(memory_path)
+    here = str(Path(stream_path).parent)
+    center, _ = covariance_center(config, ledger_url)
+    streamed = stream_curves(config, here, center=center, outer=True)
+    mem = clip_curves(center_curves(load_curves(mem_config, here), center), mem_config)
+    return streamed, mem
+
+
+@pytest.mark.parametrize("centering", [{"kind": "public"}, {"kind": "sample_mean"}])
+def test_streamed_covariance_statistics_equal_the_in_memory_records(tmp_path: Path, partitioned: Path,
+                                                                     centering: dict[str, str]) -> None:
+    cfg = write_config(tmp_path, EXAMPLE, data=partitioned, centering=centering,
+                       engine={"name": "local", "chunk_rows": 333})
+    mem_cfg = write_config(tmp_path, EXAMPLE, data=DATA, centering=centering)
+    streamed, mem = _both(str(cfg), str(mem_cfg), f"sqlite:///{tmp_path / 'l.sqlite'}")
+    exact = accumulate_curves(mem.data_matrix, 0.5, midpoint_grid(48).weights, outer=True)  # type: ignore[attr-defined]
+    assert streamed.n_samples == mem.n_samples == 508  # type: ignore[attr-defined]
+    assert streamed.sums.sum == exact.sum and streamed.sums.outer == exact.outer  # type: ignore[attr-defined]
+    assert streamed.counts == mem.counts  # type: ignore[attr-defined]
+
+
+def test_covariance_release_on_the_local_engine_matches_the_memory_plan(tmp_path: Path, partitioned: Path) -> None:
+    ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
+    mem_cfg = write_config(tmp_path, EXAMPLE, data=DATA)
+    loc_cfg = write_config(tmp_path, EXAMPLE, data=partitioned, engine={"name": "local", "chunk_rows": 1000})
+    assert release(mem_cfg, tmp_path / "m", ledger, "m") == 0
+    assert release(loc_cfg, tmp_path / "s", ledger, "s") == 0
+    m = json.loads((tmp_path / "m" / "manifest.json").read_text())
+    s = json.loads((tmp_path / "s" / "manifest.json").read_text())
+    assert s["n"] == m["n"] == 508
+    assert s["sensitivity"] == m["sensitivity"] and s["noise"] == m["noise"]  # same plan, same noise scale
+    assert s["parameters"] == m["parameters"]
+    assert set(s["formulas"]) - set(m["formulas"]) == {"preprocess.quantise_lattice@1"}
+    surface = pd.read_parquet(tmp_path / "s" / "release.parquet")["value"].to_numpy()
+    assert surface.shape == (48 * 48,) and np.all(np.isfinite(surface))
+
+
+def test_streaming_covariance_needs_parquet(tmp_path: Path) -> None:
+    csv = tmp_path / "x.csv"
+    pd.read_parquet(DATA).to_csv(csv, index=False)
+    cfg = write_config(tmp_path, EXAMPLE, data=csv, dataset__format="csv", engine={"name": "local"})
+    with pytest.raises(ConfigError, match="streams Parquet only"):
+        load_config(cfg)
