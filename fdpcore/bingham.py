@@ -75,12 +75,13 @@ def _symmetric_stack(name: str, a: ArrayLike) -> tuple[NDArrayFloat, bool]:
         arr = arr[None]
     if arr.ndim != 3 or arr.shape[1] != arr.shape[2] or arr.shape[1] < 1:
         raise DomainError(f"{name} (shape {np.shape(a)}) must be a square matrix or a stack of square matrices")
-    if not np.all(np.isfinite(arr)):
+    if not np.isfinite(arr).all():
         raise DomainError(f"{name} must contain only finite values")
-    scale = max(1.0, float(np.max(np.abs(arr))))
-    if np.max(np.abs(arr - np.swapaxes(arr, 1, 2))) > 1e-10 * scale:
+    transposed = np.swapaxes(arr, 1, 2)
+    scale = max(1.0, float(np.abs(arr).max()))
+    if float(np.abs(arr - transposed).max()) > 1e-10 * scale:
         raise DomainError(f"{name} must be symmetric")
-    return (arr + np.swapaxes(arr, 1, 2)) / 2.0, single
+    return (arr + transposed) * 0.5, single
 
 
 def acg_envelope_b(shifted_eigenvalues: ArrayLike, steps: int = 8) -> NDArrayFloat:
@@ -189,7 +190,7 @@ def _circle_draw(a: NDArrayFloat, rng: np.random.Generator) -> NDArrayFloat:
 
 def _proposal_block(remaining: int, rate: float, q: int, rng: np.random.Generator) -> tuple[NDArrayFloat, NDArrayFloat]:
     """Standard normals ``(n, q)`` and uniforms ``(n,)`` for about ``remaining`` accepted draws."""
-    n = min(int(remaining * rate * 1.1) + 16, _MAX_PROPOSAL_BLOCK)
+    n = min(int(remaining * rate * 1.25) + 4, _MAX_PROPOSAL_BLOCK)
     return rng.standard_normal((n, q)), rng.random(n)
 
 
