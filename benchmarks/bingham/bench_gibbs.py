@@ -2,7 +2,7 @@
 
 Run from the repository root:
 
-    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/bingham/bench_gibbs.py [--sweeps 1000] [--repeats 3]
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/bingham/bench_gibbs.py [--sweeps 1000] [--repeats 3] [--no-numba]
 
 The parameter ``A`` is the same deterministic matrix the R comparison script builds
 (``rstiefel_gibbs.R``): ``A_ij = 2 cos(0.7 i j) + [i = j] (20 / i - 0.2 i)``, i, j = 1..m.
@@ -16,8 +16,11 @@ Prints one CSV row per (m, k) and method; the first line says whether the kernel
 from __future__ import annotations
 
 import os
+import sys
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # tiny LAPACK calls: worker threads only add latency
+if "--no-numba" in sys.argv:  # time the pure-NumPy fallback: make `import numba` fail before fdpcore loads
+    sys.modules["numba"] = None  # type: ignore[assignment]
 
 import argparse  # noqa: E402
 import time  # noqa: E402
@@ -63,6 +66,7 @@ def main() -> None:
     p.add_argument("--sweeps", type=int, default=1000)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--methods", default="acg,hoff")
+    p.add_argument("--no-numba", action="store_true", help="run fdpcore's NumPy fallback instead of the kernels")
     args = p.parse_args()
     rng = np.random.default_rng(2024)
     print(f"# fdpcore Bingham kernels compiled by numba: {_bingham_kernels.NUMBA}")
