@@ -95,10 +95,11 @@ def _git_commit() -> str:
         head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO, capture_output=True,
                               text=True, check=True).stdout.strip()
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "fdpcore", "experiments"],
-                               cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
+                               cwd=REPO, capture_output=True, text=True, check=True).stdout.splitlines()
     except (OSError, subprocess.CalledProcessError):
         return "unknown (not a git checkout)"
-    return head + (" (with uncommitted changes in fdpcore/ or experiments/)" if dirty else "")
+    files = sorted(line[3:] for line in dirty if line.strip())
+    return head + (f" (with uncommitted changes in {', '.join(files)})" if files else "")
 
 
 def _cpu_model() -> str:
@@ -112,12 +113,15 @@ def _cpu_model() -> str:
 
 
 def _versions() -> str:
-    import numpy
-    import opendp
-    import scipy
+    from importlib.metadata import PackageNotFoundError, version
 
-    return (f"Python {platform.python_version()}, numpy {numpy.__version__}, scipy {scipy.__version__}, "
-            f"opendp {getattr(opendp, '__version__', 'unknown')}")
+    def v(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "not installed"
+
+    return f"Python {platform.python_version()}, " + ", ".join(f"{p} {v(p)}" for p in ("numpy", "scipy", "opendp", "matplotlib"))
 
 
 def run_sections(modules: list[tuple[str, ModuleType]], results_dir: Path, reps: int | None,
@@ -155,7 +159,9 @@ def render(sections: list[SectionResult], *, command: str, seed: int, started: d
         f"* Machine: {os.cpu_count()} cores ({_cpu_model()}), {platform.system()} {platform.release()}; "
         f"load average (1/5/15 min) {' / '.join(f'{x:.2f}' for x in load_before)} at the start, "
         f"{' / '.join(f'{x:.2f}' for x in load_after)} at the end (the machine is shared, so timings vary)",
-        f"* Software: {_versions()}",
+        f"* Software: {_versions()}"
+        + "".join(f"; {k}={os.environ[k]}" for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+                  if k in os.environ),
         f"* Total wall time: {total:.1f} s",
     ]
     if subset:

@@ -38,7 +38,7 @@ from fdpcore.mechanisms import calibrate_iclp, sample_laplace_whitened
 
 TITLE = "Draw timing: ICLP vs GP ([ICLP] Table 1)"
 NAME = "timing_table1"
-DEFAULT_REPS = 2
+DEFAULT_REPS = 1
 #: Grid sizes of the paper's table.
 SIZES = (100, 200, 500)
 #: Draws per timing (paper: 100).
