@@ -15,21 +15,26 @@ git commit, the reps and seed, the wall time of each section and the machine (co
 
 from __future__ import annotations
 
-import argparse
-import datetime as dt
-import importlib
 import os
-import platform
-import re
-import shlex
-import subprocess
-import sys
-import time
-from dataclasses import dataclass
-from pathlib import Path
-from types import ModuleType
 
-import matplotlib
+# many small LAPACK calls (FPCA chains, eigen-decompositions): BLAS threads only add latency on a shared
+# 2-core machine; set before numpy is imported (the header records the value)
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+import datetime as dt  # noqa: E402
+import importlib  # noqa: E402
+import platform  # noqa: E402
+import re  # noqa: E402
+import shlex  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+from pathlib import Path  # noqa: E402
+from types import ModuleType  # noqa: E402
+
+import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 
