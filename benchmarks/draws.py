@@ -25,31 +25,21 @@ import json
 import os
 import statistics
 import tempfile
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from fdpcore import eigen
-from fdpcore.gaussian import calibrate_gaussian, sample_gaussian_whitened
-from fdpcore.grids import midpoint_grid
-from fdpcore.io.eigencache import DiskEigenCache
-from fdpcore.mechanisms import calibrate_iclp, sample_laplace_whitened
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: experiments/ is importable
+
+from experiments.timing_table1 import noise_draws as _draws  # noqa: E402  (shared with the results report)
+from fdpcore import eigen  # noqa: E402
+from fdpcore.grids import midpoint_grid  # noqa: E402
+from fdpcore.io.eigencache import DiskEigenCache  # noqa: E402
 
 KERNELS = {"matern32": {"name": "matern", "nu": 1.5, "rho": 0.1}, "exponential": {"name": "matern", "nu": 0.5, "rho": 0.1}}
-
-
-def _draws(kind: str, basis: eigen.Eigenbasis, draws: int, secure: bool, rng: np.random.Generator) -> np.ndarray:
-    j = basis.n_basis
-    r = np.sqrt(basis.eigenvalues)[:, None] * basis.eigenfunctions.T
-    z = np.zeros(j)
-    if kind == "iclp":
-        noisy = sample_laplace_whitened(z, calibrate_iclp(1.0, 1.0, n_basis=j, secure=secure), draws=draws, rng=rng)
-    else:
-        cal = calibrate_gaussian(1.0, 1.0, 1e-5, n_basis=j, secure=secure)
-        noisy = sample_gaussian_whitened(z, cal, draws=draws, rng=rng)
-    out: np.ndarray = noisy @ r
-    return out
 
 
 def _time(kernel: dict[str, Any], k: int, kind: str, draws: int, secure: bool, cached: bool, store_dir: str) -> float:
