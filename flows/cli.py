@@ -7,6 +7,7 @@ field, file or row); 3 the budget would be exceeded (nothing is spent); 1 anythi
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import logging
@@ -25,6 +26,7 @@ from pydantic import ValidationError
 # ``fdp schema``, ``fdp budget`` and ``fdp audit`` start without Prefect (benchmarks/README.md, CLI).
 from fdp.flows.config import DEFAULT_CRON, config_sha256, format_validation_error, load_config
 from fdp.flows.registry import SUMMARIES
+from fdp.flows.temporary_server import TemporaryServer, start_temporary_server
 from fdp.schemas import BudgetSpec, LedgerEntry, PrivacyBudget, ReleaseConfig, ReleaseManifest
 from fdpcore.errors import BudgetExceededError, FdpError, LedgerError
 from fdpcore.ledger import DatasetBudget, Ledger, check_period, default_ledger_url
@@ -146,15 +148,21 @@ def _release(config_path: Path, out: str | None, ledger_url: str | None, release
     rid = release_id or f"{config.dataset.id}-{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
     out_dir = Path(out) if out else Path("releases") / rid
     _check_writable(out_dir)  # pre-flight, before the ledger is touched
-    _check_prefect_api()
+    server = start_temporary_server()  # None when an API is configured; else it boots while the flow imports
+    flow = SUMMARIES[config.summary].flow
+    if server is None:
+        _check_prefect_api()
+    else:
+        _wait_for(server)
     _quiet_expected_tracebacks()
     ledger = Ledger(url)
     before = ledger.get(rid)
     try:
-        manifest = SUMMARIES[config.summary].flow(
-            config=config, config_sha256=config_sha256(config), config_dir=str(config_path.resolve().parent),
-            out_dir=str(out_dir), ledger_url=url, release_id=rid, period=period,
-        )
+        with server.settings() if server is not None else contextlib.nullcontext():
+            manifest = flow(
+                config=config, config_sha256=config_sha256(config), config_dir=str(config_path.resolve().parent),
+                out_dir=str(out_dir), ledger_url=url, release_id=rid, period=period,
+            )
     except Exception as exc:
         raise _explain_failure(exc, ledger, rid, before) from exc
     budget = ledger.budgets(config.dataset.id)[0]
@@ -224,6 +232,16 @@ def _check_prefect_api() -> None:
         raise ReleaseFailure(
             f"the Prefect API at {api} cannot be reached ({type(problem).__name__}); start it (`prefect server start`), "
             "fix PREFECT_API_URL, or unset PREFECT_API_URL to use a temporary local server. Nothing was charged")
+
+
+def _wait_for(server: TemporaryServer) -> None:
+    """Wait for the temporary Prefect server (Prefect's start-up limit); fail before the ledger is touched."""
+    from prefect.settings import PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS
+
+    try:
+        server.wait_until_healthy(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value())
+    except RuntimeError as exc:
+        raise ReleaseFailure(f"{exc}. Nothing was charged") from None
 
 
 def _explain_failure(exc: Exception, ledger: Ledger, rid: str, before: Any) -> Exception:

@@ -10,6 +10,9 @@ import pytest
 import yaml
 from prefect.testing.utilities import prefect_test_harness
 
+import prefect.main  # noqa: F401,E402 - sets up Prefect's logging now: its console handler keeps the sys.stderr of
+# the moment (the CLI imports Prefect lazily, and a test's capsys/capfd stream is closed after that test)
+
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "electricity_mean.yaml"
 DATA = REPO / "examples" / "data" / "electricity_monday.parquet"

@@ -6,12 +6,16 @@ Each check runs in a fresh interpreter, since this test process has long importe
 from __future__ import annotations
 
 import json
+import os
+import socket
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+
+from fdp.flows.temporary_server import TemporaryServer, _free_port, start_temporary_server
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "electricity_mean.yaml"
@@ -110,3 +114,93 @@ def test_task_names_resolve_on_access_and_plots_import_matplotlib_on_first_plot(
     """)
     assert out == {"first": [], "clip": "clip-curves", "png": "89504e47", "mean_loaded": True, "mpl": True,
                    "missing": "module 'fdp.tasks' has no attribute 'not_a_task'"}
+
+
+# --- the temporary Prefect server of a cold `fdp release` (fdp.flows.temporary_server) ---------------------------
+
+
+def _cold_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """No Prefect API configured (a fresh Prefect home), so `fdp release` needs a temporary server."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_") and k != "FDP_LEDGER_URL"}
+    return {**env, "PREFECT_HOME": str(tmp_path / "prefect-home"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+            "FDP_STATE_DIR": str(tmp_path / "state"), **extra}
+
+
+def _cli_release(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "fdp.flows.cli", "release", str(EXAMPLE), "--out", str(tmp_path / "out"),
+         "--ledger", f"sqlite:///{tmp_path / 'ledger.sqlite'}", "--release-id", "cold-1"],
+        env=env, capture_output=True, text=True, timeout=600, check=False, cwd=tmp_path,
+    )
+
+
+def test_no_temporary_server_when_an_api_is_configured() -> None:
+    from prefect.settings import PREFECT_API_URL
+
+    assert PREFECT_API_URL.value()  # the session's test server
+    assert start_temporary_server() is None
+
+
+def test_temporary_server_settings_are_defaults_the_user_can_override() -> None:
+    from prefect.settings import (
+        PREFECT_API_URL,
+        PREFECT_FLOWS_HEARTBEAT_FREQUENCY,
+        PREFECT_UI_URL,
+        get_current_settings,
+        temporary_settings,
+    )
+
+    server = TemporaryServer.__new__(TemporaryServer)  # settings only: nothing launched
+    server.port, server.process = 8123, None
+    assert get_current_settings().flows.heartbeat_frequency == 180  # Prefect's default, not set by anyone
+    assert PREFECT_UI_URL.value() == PREFECT_API_URL.value().removesuffix("/api")  # derived from the API URL
+    with server.settings():
+        s = get_current_settings()
+        assert (s.api.url, s.flows.heartbeat_frequency, s.ui_url) == ("http://127.0.0.1:8123/api", None, "")
+    with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: 60, PREFECT_UI_URL: "http://ui.example"}):
+        with server.settings():
+            s = get_current_settings()
+            assert (s.api.url, s.flows.heartbeat_frequency, s.ui_url) == ("http://127.0.0.1:8123/api", 60,
+                                                                           "http://ui.example")
+    assert PREFECT_API_URL.value() != server.api_url  # restored on exit
+
+
+@pytest.mark.parametrize(("command", "message"), [
+    ("raise SystemExit(7)", "exited with code 7 before it answered"),
+    ("import time; time.sleep(60)", "did not answer within 0.5 s"),
+])
+def test_waiting_for_the_temporary_server_fails_when_it_exits_or_never_answers(command: str, message: str) -> None:
+    server = TemporaryServer.__new__(TemporaryServer)
+    server.port = _free_port()
+    server.process = subprocess.Popen([sys.executable, "-c", command])
+    try:
+        with pytest.raises(RuntimeError, match=message):
+            server.wait_until_healthy(0.5)
+    finally:
+        server.stop()
+    assert server.process is None
+
+
+def test_cold_release_exits_1_before_the_ledger_when_the_temporary_server_is_late(tmp_path: Path) -> None:
+    proc = _cli_release(tmp_path, _cold_env(tmp_path, PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="1"))
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "temporary Prefect server did not answer within 1 s" in proc.stderr
+    assert "Nothing was charged" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "ledger.sqlite").exists()  # the ledger was never opened
+
+
+@pytest.mark.slow
+def test_cold_release_starts_a_temporary_server_and_stops_it_at_exit(tmp_path: Path) -> None:
+    """A brand-new Prefect home (the server migrates its database): ~20 s on an idle 2-core machine."""
+    proc = _cli_release(tmp_path, _cold_env(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "release cold-1: mean of adelaide-electricity-monday (n = 508)" in proc.stdout
+    started = [line for line in proc.stderr.splitlines() if "Starting temporary server on http://127.0.0.1:" in line]
+    assert len(started) == 1 and "Stopping temporary server" in proc.stderr
+    assert "View at" not in proc.stderr  # the temporary server has no UI
+    assert "Finished in state Completed()" in proc.stderr
+    port = int(started[0].rsplit(":", 1)[1])
+    with socket.socket() as s:
+        assert s.connect_ex(("127.0.0.1", port)) != 0  # stopped with the CLI
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["release_id"] == "cold-1" and manifest["n"] == 508
