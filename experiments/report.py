@@ -147,7 +147,7 @@ def run_sections(modules: list[tuple[str, ModuleType]], results_dir: Path, reps:
     return out
 
 
-def render(sections: list[SectionResult], *, command: str, seed: int, started: dt.datetime,
+def render(sections: list[SectionResult], *, command: str, seed: int, started: dt.datetime, commit: str,
            load_before: tuple[float, float, float], load_after: tuple[float, float, float], subset: bool) -> str:
     """The whole report: header (provenance, machine, per-section reps and time), contents, sections."""
     total = sum(s.seconds for s in sections)
@@ -159,7 +159,7 @@ def render(sections: list[SectionResult], *, command: str, seed: int, started: d
         "",
         f"* Command: `{command}`",
         f"* Date: {started.strftime('%Y-%m-%d %H:%M:%S %Z').strip()}",
-        f"* Git commit: {_git_commit()}",
+        f"* Git commit: {commit} (at the start of the run)",
         f"* Seed: {seed} (simulations use NumPy noise, `secure=False`; the library's releases use OpenDP)",
         f"* Machine: {os.cpu_count()} cores ({_cpu_model()}), {platform.system()} {platform.release()}; "
         f"load average (1/5/15 min) {' / '.join(f'{x:.2f}' for x in load_before)} at the start, "
@@ -204,10 +204,11 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--reps ({args.reps}) must be >= 1")
     modules = load_sections(args.only)
     started = dt.datetime.now().astimezone()
+    commit = _git_commit()
     load_before = os.getloadavg()
     sections = run_sections(modules, args.out / "results", args.reps, args.seed)
     command = "python -m experiments.report " + shlex.join(argv if argv is not None else sys.argv[1:])
-    text = render(sections, command=command.strip(), seed=args.seed, started=started, load_before=load_before,
+    text = render(sections, command=command.strip(), seed=args.seed, started=started, commit=commit, load_before=load_before,
                   load_after=os.getloadavg(), subset=bool(args.only))
     broken = missing_links(text, args.out)
     if broken:
