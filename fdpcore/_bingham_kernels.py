@@ -51,8 +51,8 @@ def _jit(func: Callable[..., Any]) -> Callable[..., Any]:
     return numba.njit(cache=True, nogil=True)(func)  # type: ignore[no-any-return]
 
 
-def _acg_setup_body(ar: NDArrayFloat) -> tuple[NDArrayFloat, float, float]:
-    """Envelope of the ACG sampler for ``exp(z^T ar z)``: Cholesky factor of Omega, b, log constant."""
+def _lmax_b_eigvalsh(ar: NDArrayFloat) -> tuple[float, float]:
+    """Largest eigenvalue of ``ar`` and the ACG parameter b (NEWTON_STEPS Newton steps from 1), by LAPACK."""
     q = ar.shape[0]
     lam = np.linalg.eigvalsh(ar)  # ascending
     lmax = lam[q - 1]
@@ -62,7 +62,133 @@ def _acg_setup_body(ar: NDArrayFloat) -> tuple[NDArrayFloat, float, float]:
         inv = 1.0 / (b + two_l)
         s1 = np.sum(inv)
         b += (1.0 - 1.0 / s1) * s1 * s1 / np.sum(inv * inv)
-    b = min(max(b, 1.0), float(q))
+    return lmax, min(max(b, 1.0), float(q))
+
+
+def _tridiagonalise(x: NDArrayFloat, d: NDArrayFloat, e: NDArrayFloat, v: NDArrayFloat, p: NDArrayFloat) -> None:
+    """Householder reduction of the symmetric ``x`` (overwritten) to tridiagonal ``(d, e)``, same spectrum.
+
+    Step j reflects the trailing block with ``H = I - tau v v^T``, ``H x_{j+1:, j} = alpha e_1``:
+    with ``p = tau S v`` and ``w = p - (tau v^T p / 2) v``, ``H S H = S - v w^T - w v^T``.
+    """
+    n = x.shape[0]
+    for j in range(n - 2):
+        size = n - j - 1
+        d[j] = x[j, j]
+        sig = 0.0
+        for i in range(j + 1, n):
+            sig += x[i, j] * x[i, j]
+        if sig == 0.0:
+            e[j] = 0.0
+            continue
+        x0 = x[j + 1, j]
+        alpha = -math.copysign(math.sqrt(sig), x0)
+        for i in range(size):
+            v[i] = x[j + 1 + i, j]
+        v[0] -= alpha
+        tau = 2.0 / (sig - x0 * x0 + v[0] * v[0])  # 2 / |v|^2
+        p[:size] = 0.0
+        for kk in range(size):  # p = S v by rows of the symmetric S (contiguous axpy)
+            t = v[kk]
+            for i in range(size):
+                p[i] += x[j + 1 + kk, j + 1 + i] * t
+        half = 0.0
+        for i in range(size):
+            p[i] *= tau
+            half += v[i] * p[i]
+        half *= 0.5 * tau
+        for i in range(size):
+            p[i] -= half * v[i]
+        for i in range(size):
+            vi = v[i]
+            pi = p[i]
+            for kk in range(size):
+                x[j + 1 + i, j + 1 + kk] -= vi * p[kk] + pi * v[kk]
+        e[j] = alpha
+    d[n - 2] = x[n - 2, n - 2]
+    d[n - 1] = x[n - 1, n - 1]
+    e[n - 2] = x[n - 1, n - 2]
+
+
+def _count_below(d: NDArrayFloat, e2: NDArrayFloat, t: float) -> int:
+    """Number of eigenvalues of the tridiagonal (d, off-diagonal squares e2) below t (Sturm count)."""
+    count = 0
+    piv = d[0] - t
+    for i in range(d.shape[0]):
+        if i > 0:
+            piv = d[i] - t - e2[i - 1] / piv
+        if piv < 0.0:
+            count += 1
+        elif piv == 0.0:
+            piv = -1e-300  # t is an eigenvalue of the leading block: perturb (standard Sturm guard)
+            count += 1
+    return count
+
+
+def _lmax_b_tridiagonal(ar: NDArrayFloat) -> tuple[float, float]:
+    """:func:`_lmax_b_eigvalsh` without a full eigendecomposition (compiled path).
+
+    Householder tridiagonalisation (same spectrum), then the largest eigenvalue by Sturm
+    bisection (the upper end of the final bracket, so an upper bound up to rounding), then b by
+    the same Newton steps, with ``s1 = sum_i 1/(c - 2 l_i) = tr M^{-1}`` and
+    ``s2 = sum_i 1/(c - 2 l_i)^2 = -d s1/dc`` for the tridiagonal ``M = cI - 2T``,
+    ``c = b + 2 l_max``: ``(M^{-1})_ii = 1/(f_i + g_i - M_ii)`` from the forward and backward
+    pivots f, g of ``M`` (positive: ``M >= b I``), differentiated along the recurrences.
+    """
+    q = ar.shape[0]
+    x = ar.copy()
+    d = np.empty(q)
+    e = np.empty(q)
+    _tridiagonalise(x, d, e, np.empty(q), np.empty(q))
+    e2 = e[: q - 1] * e[: q - 1]
+    radius = np.abs(e[: q - 1])
+    hi = -np.inf
+    lo = -np.inf
+    for i in range(q):  # Gershgorin upper bound; the largest diagonal entry is a lower bound
+        r = (radius[i - 1] if i > 0 else 0.0) + (radius[i] if i < q - 1 else 0.0)
+        hi = max(hi, d[i] + r)
+        lo = max(lo, d[i])
+    scale = max(abs(hi), abs(lo), 1e-300)
+    for _ in range(200):
+        if hi - lo <= 4.0 * 2.220446049250313e-16 * scale:
+            break
+        mid = 0.5 * (lo + hi)
+        if _count_below(d, e2, mid) == q:
+            hi = mid
+        else:
+            lo = mid
+    lmax = hi
+    fwd = np.empty(q)
+    dfwd = np.empty(q)
+    b = 1.0
+    for _ in range(NEWTON_STEPS):
+        c = b + 2.0 * lmax
+        fwd[0] = c - 2.0 * d[0]
+        dfwd[0] = 1.0
+        for i in range(1, q):
+            ratio = 4.0 * e2[i - 1] / fwd[i - 1]
+            fwd[i] = c - 2.0 * d[i] - ratio
+            dfwd[i] = 1.0 + ratio * dfwd[i - 1] / fwd[i - 1]
+        s1 = 0.0
+        s2 = 0.0
+        bwd = c - 2.0 * d[q - 1]
+        dbwd = 1.0
+        for i in range(q - 1, -1, -1):
+            if i < q - 1:
+                ratio = 4.0 * e2[i] / bwd
+                dbwd = 1.0 + ratio * dbwd / bwd
+                bwd = c - 2.0 * d[i] - ratio
+            g = 1.0 / (fwd[i] + bwd - (c - 2.0 * d[i]))
+            s1 += g
+            s2 += (dfwd[i] + dbwd - 1.0) * g * g
+        b += (1.0 - 1.0 / s1) * s1 * s1 / s2
+    return lmax, min(max(b, 1.0), float(q))
+
+
+def _acg_setup_body(ar: NDArrayFloat) -> tuple[NDArrayFloat, float, float]:
+    """Envelope of the ACG sampler for ``exp(z^T ar z)``: Cholesky factor of Omega, b, log constant."""
+    q = ar.shape[0]
+    lmax, b = _lmax_b(ar)
     omega = ar * (-2.0 / b)  # Omega = I + 2 (lmax I - ar) / b
     diag = 1.0 + 2.0 * lmax / b
     for i in range(q):
@@ -182,6 +308,12 @@ def _acg_sweeps_body(
 
 
 # The bodies call these two names; with numba both are compiled (and resolved at compile time).
+if numba is not None:
+    _tridiagonalise = _jit(_tridiagonalise)
+    _count_below = _jit(_count_below)
+    _lmax_b = _jit(_lmax_b_tridiagonal)
+else:  # pragma: no cover
+    _lmax_b = _lmax_b_eigvalsh
 _acg_setup = _jit(_acg_setup_body)
 _acg_propose = _jit(_acg_propose_loops) if numba is not None else _acg_propose_numpy
 

@@ -57,7 +57,28 @@ def test_fallback_module_is_numpy_code(fallback: ModuleType) -> None:
     assert fallback.NUMBA is False and compiled.NUMBA is True
     assert fallback.acg_sweeps is fallback._acg_sweeps_body
     assert fallback._acg_propose is fallback._acg_propose_numpy
+    assert fallback._lmax_b is fallback._lmax_b_eigvalsh
     assert type(compiled.acg_sweeps).__name__ == "CPUDispatcher"
+
+
+def test_tridiagonal_lmax_and_b_match_the_eigendecomposition(fallback: ModuleType) -> None:
+    # the compiled envelope (Householder + Sturm bisection + pivot Newton) against LAPACK eigvalsh
+    rng = np.random.default_rng(29)
+    cases = [np.zeros((5, 5)), np.diag([3.0, 1.0, 1.0, 1.0, 0.0]), 2.0 * np.eye(4), np.ones((6, 6)),
+             np.diag([1e-8, 0.0, 0.0]), np.diag([0.0, 0.0, -5.0])]
+    for q in (3, 4, 7, 38, 40):
+        for _ in range(20):
+            x = rng.standard_normal((q, q)) * rng.exponential(10.0)
+            cases.append(x + x.T)
+    for a in cases:
+        scale = max(1.0, float(np.abs(a).max()))
+        lmax, b = compiled._lmax_b(a)
+        lmax_ref, b_ref = fallback._lmax_b(a)
+        assert lmax_ref == np.linalg.eigvalsh(a)[-1]
+        assert lmax >= lmax_ref - 1e-13 * scale  # an upper bound up to rounding: the envelope stays valid
+        assert abs(lmax - lmax_ref) <= 1e-13 * scale
+        assert abs(b - b_ref) <= 1e-10 * b_ref and 1.0 <= b <= a.shape[0]
+    assert compiled._lmax_b(np.diag([0.0, 0.0, 0.0, 0.0]))[1] == 4.0  # uniform law: b = q
 
 
 def _streams(seed: int, n: int, q: int) -> tuple[np.ndarray, np.ndarray]:
