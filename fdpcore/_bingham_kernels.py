@@ -294,17 +294,48 @@ def _acg_sweeps_body(
         if nxt < 0:
             return unit, normals.shape[0]
         cursor = nxt
-        # the conditional law is symmetric under z -> -z: take z_1 >= 0 and reflect e_1 -> -z
-        if z[0] < 0.0:
-            z = -z
-        z[0] += 1.0  # Householder vector u = z + e_1
-        scale = 2.0 / np.dot(z, z)
-        nu = np.dot(z, bt)  # N u, (m,)
-        ft[c, r] = bt[0] - (scale * z[0]) * nu
-        for j in range(1, q):
-            ft[c, k + j - 1] = bt[j] - (scale * z[j]) * nu
+        _reflect(ft[c], bt, z, r, k)
         unit += 1
     return unit, cursor
+
+
+def _reflect_loops(frame_t: NDArrayFloat, bt: NDArrayFloat, z: NDArrayFloat, r: int, k: int) -> None:
+    """Rows ``[r, k, ..., m-1]`` of ``frame_t`` (holding ``bt = N^T``) become ``H N^T``, ``H e_1 = -z``.
+
+    The conditional law is symmetric under ``z -> -z``: with ``z_1 >= 0`` the Householder vector
+    is ``u = z + e_1`` and ``H = I - 2 u u^T / u^T u``; ``z`` is overwritten by ``u``.
+    """
+    q, m = bt.shape
+    if z[0] < 0.0:
+        for i in range(q):
+            z[i] = -z[i]
+    z[0] += 1.0
+    uu = 0.0
+    for i in range(q):
+        uu += z[i] * z[i]
+    scale = 2.0 / uu
+    nu = np.zeros(m)  # N u
+    for i in range(q):
+        t = z[i]
+        for j in range(m):
+            nu[j] += t * bt[i, j]
+    for i in range(q):
+        row = r if i == 0 else k + i - 1
+        t = scale * z[i]
+        for j in range(m):
+            frame_t[row, j] = bt[i, j] - t * nu[j]
+
+
+def _reflect_numpy(frame_t: NDArrayFloat, bt: NDArrayFloat, z: NDArrayFloat, r: int, k: int) -> None:
+    """:func:`_reflect_loops` with array operations (the fallback)."""
+    if z[0] < 0.0:
+        z *= -1.0
+    z[0] += 1.0
+    scale = 2.0 / float(z @ z)
+    nu = z @ bt
+    update = bt - np.outer(scale * z, nu)
+    frame_t[r] = update[0]
+    frame_t[k:] = update[1:]
 
 
 # The bodies call these two names; with numba both are compiled (and resolved at compile time).
@@ -315,6 +346,7 @@ if numba is not None:
 else:  # pragma: no cover
     _lmax_b = _lmax_b_eigvalsh
 _acg_setup = _jit(_acg_setup_body)
+_reflect = _jit(_reflect_loops) if numba is not None else _reflect_numpy
 _acg_propose = _jit(_acg_propose_loops) if numba is not None else _acg_propose_numpy
 
 acg_draws = _jit(_acg_draws_body)
