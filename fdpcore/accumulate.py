@@ -28,17 +28,21 @@ from fdpcore.bernstein import bernstein_interpolation_matrix, clip_sup
 from fdpcore.covariance import CovariancePlan, _upper, iclp_qr_covariance_coefficients
 from fdpcore.errors import DomainError, InternalError
 from fdpcore.estimators import frl_mean_coefficients, iclp_ar_mean_coefficients, iclp_qr_mean_coefficients
+from fdpcore.regression import FosrPlan, fosr_whitened
 from fdpcore.release import MeanPlan
 
 __all__ = [
     "QUANTUM_BITS",
     "CurveSums",
+    "DesignSums",
     "accumulate_curves",
     "summarise_covariance_sums",
     "quantisation_exponent",
     "quantise_records",
     "sum_int_rows",
+    "sum_int_cross",
     "sum_int_outer",
+    "summarise_fosr_sums",
     "summarise_mean_sums",
 ]
 
@@ -159,6 +163,66 @@ def sum_int_outer(ints: np.ndarray) -> list[list[int]]:
     return out
 
 
+def sum_int_cross(a: np.ndarray, b: np.ndarray) -> list[list[int]]:
+    """Exact ``sum_i a_i b_i^T`` of paired ``int64`` rows as Python integers (order-independent).
+
+    The limb scheme of :func:`sum_int_outer` for two different matrices (``m x p`` and ``m x K``).
+
+    >>> sum_int_cross(np.array([[2], [-1]], dtype=np.int64), np.array([[3, 2**40], [1, 5]], dtype=np.int64))
+    [[5, 2199023255547]]
+    """
+    x, y = np.asarray(a), np.asarray(b)
+    if x.ndim != 2 or y.ndim != 2 or x.dtype != np.int64 or y.dtype != np.int64 or x.shape[0] != y.shape[0]:
+        raise InternalError("sum_int_cross needs two 2-D int64 arrays with the same number of rows")
+    total = np.zeros((x.shape[1], y.shape[1]), dtype=object)
+    total[:] = 0
+    for start in range(0, x.shape[0], _OUTER_BLOCK):
+        lx, ly = _limbs(x[start:start + _OUTER_BLOCK]), _limbs(y[start:start + _OUTER_BLOCK])
+        for i in range(4):
+            for j in range(4):
+                p = (lx[i].T @ ly[j]).astype(np.int64).astype(object)
+                total += p * (1 << (_LIMB * (i + j)))
+    out: list[list[int]] = total.tolist()
+    return out
+
+
+def _limbs(blk: np.ndarray) -> list[np.ndarray]:
+    """Four 16-bit limbs of int64 entries as float64 (the top one signed)."""
+    mask = (1 << _LIMB) - 1
+    out = [((blk >> (_LIMB * j)) & mask).astype(np.float64) for j in range(3)]
+    out.append((blk >> (3 * _LIMB)).astype(np.float64))  # arithmetic shift: signed top limb
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class DesignSums:
+    """Exact FoSR statistics of clipped covariates ``z_i`` paired with clipped records ``X_i`` (MATH.md §7).
+
+    Covariates live on their own lattice ``2^e Z`` (``e = quantisation_exponent(B)``), records on the
+    curves' lattice ``2^s Z``.
+
+    Attributes:
+        exponent: covariate lattice exponent ``e``.
+        sum: ``sum_i r_i`` of the covariate integers ``r_i = 2^-e Q(z_i)`` (length q).
+        outer: ``sum_i r_i r_i^T`` (q x q; value ``= 2^(2e) x integer``).
+        cross: ``sum_i r_i q_i^T`` with the record integers ``q_i`` (q x K; value ``= 2^(e+s) x integer``).
+    """
+
+    exponent: int
+    sum: tuple[int, ...]
+    outer: tuple[tuple[int, ...], ...]
+    cross: tuple[tuple[int, ...], ...]
+
+    def __add__(self, other: DesignSums) -> DesignSums:
+        """Exact combination of two disjoint sets of units."""
+        if self.exponent != other.exponent or len(self.sum) != len(other.sum) or \
+                len(self.cross[0]) != len(other.cross[0]):
+            raise InternalError("partial design sums on different lattices or shapes cannot be combined")
+        return DesignSums(self.exponent, _add(self.sum, other.sum),
+                          tuple(_add(a, b) for a, b in zip(self.outer, other.outer, strict=True)),
+                          tuple(_add(a, b) for a, b in zip(self.cross, other.cross, strict=True)))
+
+
 @dataclass(frozen=True, eq=False)
 class CurveSums:
     """Exact sufficient statistics of a set of clipped records on one lattice.
@@ -168,9 +232,10 @@ class CurveSums:
         exponent: lattice exponent ``s`` (value ``= 2^s x integer``).
         sum: ``sum_i Q(X_i)`` as Python integers (length K).
         sum_sup: ``sum_i Q(clip_sup(X_i, B))`` (Bernstein), else ``None``.
-        outer: ``sum_i q_i q_i^T`` of the lattice integers ``q_i = 2^-s Q(X_i)`` (K x K, covariance/FoSR;
+        outer: ``sum_i q_i q_i^T`` of the lattice integers ``q_i = 2^-s Q(X_i)`` (K x K, covariance;
             value ``= 2^(2s) x integer``), else ``None``.
         counts: internal diagnostics (never published).
+        design: the FoSR covariate statistics (:class:`DesignSums`), else ``None``.
     """
 
     n: int
@@ -179,19 +244,22 @@ class CurveSums:
     sum_sup: tuple[int, ...] | None = None
     outer: tuple[tuple[int, ...], ...] | None = None
     counts: dict[str, int] = field(default_factory=dict)
+    design: DesignSums | None = None
 
     def __add__(self, other: CurveSums) -> CurveSums:
         """Exact combination of two disjoint sets of records."""
         if self.exponent != other.exponent or len(self.sum) != len(other.sum):
             raise InternalError("partial sums on different lattices or grids cannot be combined")
-        if (self.sum_sup is None) != (other.sum_sup is None) or (self.outer is None) != (other.outer is None):
+        if (self.sum_sup is None) != (other.sum_sup is None) or (self.outer is None) != (other.outer is None) \
+                or (self.design is None) != (other.design is None):
             raise InternalError("partial sums carry different statistics")
         sup = None if self.sum_sup is None or other.sum_sup is None else _add(self.sum_sup, other.sum_sup)
         outer = None
         if self.outer is not None and other.outer is not None:
             outer = tuple(_add(a, b) for a, b in zip(self.outer, other.outer, strict=True))
         counts = {k: self.counts.get(k, 0) + other.counts.get(k, 0) for k in {*self.counts, *other.counts}}
-        return CurveSums(self.n + other.n, self.exponent, _add(self.sum, other.sum), sup, outer, counts)
+        design = None if self.design is None or other.design is None else self.design + other.design
+        return CurveSums(self.n + other.n, self.exponent, _add(self.sum, other.sum), sup, outer, counts, design)
 
     def mean(self) -> NDArrayFloat:
         """``(1/n) sum_i Q(X_i)``, correctly rounded from the exact sum (the same for any partition)."""
@@ -208,6 +276,14 @@ class CurveSums:
         if self.outer is None:
             raise InternalError("these sums carry no outer products")
         return np.array([self._mean(row, 2 * self.exponent) for row in self.outer])
+
+    def design_means(self) -> tuple[NDArrayFloat, NDArrayFloat, NDArrayFloat]:
+        """``(1/n) sum Q(z_i)``, ``(1/n) sum Q(z_i) Q(z_i)^T`` and ``(1/n) sum Q(z_i) Q(X_i)^T``, correctly rounded."""
+        d = self.design
+        if d is None:
+            raise InternalError("these sums carry no covariate statistics")
+        return (self._mean(d.sum, d.exponent), np.array([self._mean(r, 2 * d.exponent) for r in d.outer]),
+                np.array([self._mean(r, d.exponent + self.exponent) for r in d.cross]).reshape(len(d.sum), -1))
 
     def _mean(self, ints: tuple[int, ...], exponent: int | None = None) -> NDArrayFloat:
         if self.n <= 0:
@@ -229,6 +305,8 @@ def accumulate_curves(
     sup_clip: float | None = None,
     outer: bool = False,
     counts: dict[str, int] | None = None,
+    covariates: ArrayLike | None = None,
+    covariate_bound: float | None = None,
 ) -> CurveSums:
     """Exact sufficient statistics of clipped records: ``n``, ``sum Q(X_i)`` and, on request, the rest.
 
@@ -237,8 +315,12 @@ def accumulate_curves(
         tau: the clipping radius (fixes the lattice).
         weights: grid quadrature weights.
         sup_clip: Bernstein's ``B``: also accumulate ``Q(clip_sup(X_i, B))``.
-        outer: also accumulate ``sum Q(X_i) Q(X_i)^T`` (covariance, FoSR).
+        outer: also accumulate ``sum Q(X_i) Q(X_i)^T`` (covariance).
         counts: internal diagnostics carried along (never published).
+        covariates: FoSR: ``m x q`` covariates ``z_i`` of the same units (row ``i`` pairs with record
+            ``i``), already clipped to ``||z_i||_2 <= covariate_bound``; they are quantised on the lattice
+            of ``covariate_bound`` (unit weights) and :class:`DesignSums` is accumulated.
+        covariate_bound: FoSR's ``B`` (``B_z`` or ``B_x``), required with ``covariates``.
 
     >>> a = accumulate_curves([[0.5, 0.25]], 1.0, [0.5, 0.5])
     >>> b = accumulate_curves([[0.25, -0.25]], 1.0, [0.5, 0.5])
@@ -255,7 +337,17 @@ def accumulate_curves(
         xs, _ = clip_sup(x, sup_clip)
         sup = tuple(sum_int_rows(quantise_records(xs, tau, weights)))
     out = tuple(tuple(r) for r in sum_int_outer(q)) if outer else None
-    return CurveSums(int(x.shape[0]), s, tuple(sum_int_rows(q)), sup, out, dict(counts or {}))
+    design = None
+    if covariates is not None:
+        z = np.asarray(covariates, dtype=np.float64)
+        if z.ndim != 2 or z.shape[0] != x.shape[0] or z.shape[1] == 0:
+            raise DomainError(f"covariates (shape {z.shape}) must have one row per record and at least one column")
+        if covariate_bound is None:
+            raise DomainError("covariate_bound (None) must be given with covariates")
+        r = quantise_records(z, covariate_bound, np.ones(z.shape[1]))
+        design = DesignSums(quantisation_exponent(covariate_bound), tuple(sum_int_rows(r)),
+                            tuple(tuple(v) for v in sum_int_outer(r)), tuple(tuple(v) for v in sum_int_cross(r, q)))
+    return CurveSums(int(x.shape[0]), s, tuple(sum_int_rows(q)), sup, out, dict(counts or {}), design)
 
 
 def summarise_mean_sums(sums: CurveSums, plan: MeanPlan) -> NDArrayFloat:
@@ -339,3 +431,44 @@ def summarise_covariance_sums(sums: CurveSums, plan: CovariancePlan) -> NDArrayF
     prod, iu = _upper(lam)
     out: NDArrayFloat = khat[iu] / np.sqrt(prod)
     return out
+
+
+def summarise_fosr_sums(sums: CurveSums, plan: FosrPlan) -> tuple[NDArrayFloat, NDArrayFloat]:
+    """Pre-noise whitened ``T1`` entries and ``T2`` coefficients from exact sums: :func:`fdpcore.regression.summarise_fosr`.
+
+    The FoSR summary (MATH.md §7) depends on the units only through ``T1 = (1/n) sum_i x_i x_i^T``
+    and ``G = theta((1/n) sum_i x_i Y_i^T)`` (``theta`` is linear). With ``x_i = (1, z_i)`` these
+    are assembled from ``n``, the means of ``Q(z_i)``, ``Q(z_i) Q(z_i)^T``, ``Q(Y_i)`` and
+    ``Q(z_i) Q(Y_i)^T`` (without an intercept, from the last two products only): the in-memory
+    quantities on the quantised covariates and records, up to floating-point rounding, and
+    identical for every partition of the data and every engine (correctly rounded from exact
+    integer sums). ``sums`` must carry :class:`DesignSums` of covariates clipped to ``plan.bound``
+    and records clipped to ``plan.tau_y``.
+
+    >>> from fdpcore.grids import midpoint_grid
+    >>> from fdpcore.regression import plan_fosr_release, summarise_fosr
+    >>> g = midpoint_grid(8)
+    >>> y, z = np.array([[0.5] * 8, [-0.25] * 8, [0.125, -0.125] * 4]), np.array([[1.0], [-1.0], [0.5]])
+    >>> p = plan_fosr_release(g, {"name": "matern", "nu": 1.5, "rho": 0.2}, n=3, n_covariates=1, intercept=True,
+    ...                       bound=1.0, tau_y=1.0, epsilon=1.0, secure=False)
+    >>> t1, t2 = summarise_fosr_sums(accumulate_curves(y, 1.0, g.weights, covariates=z, covariate_bound=1.0), p)
+    >>> m1, m2 = summarise_fosr(z, y, p)
+    >>> bool(np.allclose(t1, m1, rtol=1e-12) and np.allclose(t2, m2, rtol=1e-12, atol=1e-14))
+    True
+    """
+    d = sums.design
+    if d is None:
+        raise DomainError("sums must carry the covariate statistics (accumulate with covariates) for a regression")
+    if sums.n != plan.n:
+        raise DomainError(f"sums.n ({sums.n}) must equal the plan's n ({plan.n})")
+    q = plan.p - 1 if plan.intercept else plan.p
+    if len(d.sum) != q or len(sums.sum) != plan.basis.grid.size:
+        raise DomainError(f"sums have {len(d.sum)} covariates and {len(sums.sum)} grid values; the plan needs {q} "
+                          f"and {plan.basis.grid.size}")
+    zbar, zz, zy = sums.design_means()
+    if plan.intercept:
+        t1 = np.block([[np.ones((1, 1)), zbar[None, :]], [zbar[:, None], zz]])
+        xy = np.vstack([sums.mean()[None, :], zy])
+    else:
+        t1, xy = zz, zy
+    return fosr_whitened(t1, plan.basis.coefficients(xy), plan)

@@ -46,6 +46,7 @@ __all__ = [
     "fosr_moments",
     "fosr_t1_sensitivity",
     "fosr_t2_sensitivity",
+    "fosr_whitened",
     "plan_fosr_release",
     "release_fosr",
     "safe_inverse",
@@ -374,10 +375,30 @@ def summarise_fosr(
     if z.shape != (plan.n, q) or y.shape[0] != plan.n:
         raise DomainError(f"covariates (shape {z.shape}) and curves ({y.shape[0]} rows) must have n = {plan.n} rows "
                           f"and {q} covariate columns")
-    lam = plan.basis.eigenvalues
     t1, g = fosr_moments(design_matrix(z, intercept=plan.intercept), plan.basis.coefficients(y))
-    z2 = iclp_qr_shrinkage(lam, plan.eta, plan.psi) * g / np.sqrt(lam)
-    return t1[plan.t1_index], z2.ravel()
+    return fosr_whitened(t1, g, plan)
+
+
+def fosr_whitened(t1: ArrayLike, g: ArrayLike, plan: FosrPlan) -> tuple[NDArrayFloat, NDArrayFloat]:
+    """The noised ``T1`` entries and the whitened shrunk ``T2`` coefficients ``s_l G_ml / sqrt(lambda_l)``.
+
+    Shared by :func:`summarise_fosr` (records in memory) and
+    :func:`fdpcore.accumulate.summarise_fosr_sums` (exact streamed sums). Pre-noise: never publish them.
+
+    >>> from fdpcore.grids import midpoint_grid
+    >>> pl = plan_fosr_release(midpoint_grid(8), {"name": "matern", "nu": 1.5, "rho": 0.2}, n=3, n_covariates=1,
+    ...                        intercept=True, bound=1.0, tau_y=1.0, epsilon=1.0, secure=False)
+    >>> a, b = fosr_whitened([[1.0, 0.5], [0.5, 1.0]], np.zeros((2, pl.basis.n_basis)), pl)
+    >>> a.tolist(), b.shape == (2 * pl.basis.n_basis,)
+    ([0.5, 1.0], True)
+    """
+    t = _validate.finite_matrix("t1", t1, plan.p)
+    gm = _validate.finite_matrix("g", g, plan.basis.n_basis)
+    if t.shape[0] != plan.p or gm.shape[0] != plan.p:
+        raise DomainError(f"t1 (shape {t.shape}) and g ({gm.shape[0]} rows) must have p = {plan.p} rows")
+    lam = plan.basis.eigenvalues
+    z2 = iclp_qr_shrinkage(lam, plan.eta, plan.psi) * gm / np.sqrt(lam)
+    return t[plan.t1_index], z2.ravel()
 
 
 @dataclass(frozen=True, eq=False)

@@ -13,11 +13,14 @@ from fdp.tasks.covariance import center_curves
 from fdp.tasks.regression import (
     draw_fosr,
     fosr_charge_request,
+    fosr_reference,
     load_covariates,
     plan_fosr,
     publish_fosr,
     summarise_fosr_data,
+    summarise_fosr_stream,
 )
+from fdp.tasks.streaming import stream_curves
 
 
 @flow(name="fosr-release", flow_run_name="fosr-release-{release_id}", persist_result=False, retries=0)
@@ -38,11 +41,16 @@ def fosr_release(
     """
     if (done := already_published(ledger_url, release_id, config_sha256, out_dir)) is not None:
         return done
-    curves = load_curves(config, config_dir)
-    plan = plan_fosr(config, curves.n_samples)
-    covariates = load_covariates(config, config_dir, curves.n_samples)
-    batch = clip_curves(center_curves(curves, plan.reference), config)
-    data = summarise_fosr_data(batch, covariates, plan)
+    if config.engine.name != "memory":  # local/dask: curves and covariates chunk by chunk into exact sums
+        batch = stream_curves(config, config_dir, center=fosr_reference(config), covariates=True)
+        plan = plan_fosr(config, batch.n_samples)
+        data = summarise_fosr_stream(batch, plan)
+    else:
+        curves = load_curves(config, config_dir)
+        plan = plan_fosr(config, curves.n_samples)
+        covariates = load_covariates(config, config_dir, curves.n_samples)
+        batch = clip_curves(center_curves(curves, plan.reference), config)
+        data = summarise_fosr_data(batch, covariates, plan)
     request = fosr_charge_request(config, config_sha256, plan, batch.counts).model_copy(update={"period": period})
     if (done := charge(ledger_url, release_id, request, out_dir, config.budget)) is not None:
         return done

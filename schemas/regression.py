@@ -10,6 +10,7 @@ from pydantic import Field, field_validator, model_validator
 from fdp.schemas._base import Frozen, Internal, PositiveFloat
 from fdp.schemas.config import BudgetSpec, ClippingSpec, DatasetSpec, GridSpec, PrivacySpec
 from fdp.schemas.covariance import RegularisationSpec, kernel_mapping
+from fdp.schemas.engine import EngineSpec, check_engine_fields
 from fdp.schemas.fpca import ReferenceCurveSpec
 from fdp.schemas.records import BudgetSplit, OutputFile, PrivacyRecord, Provenance
 
@@ -70,6 +71,7 @@ class FosrReleaseConfig(Frozen):
     tuning: RegularisationSpec = Field(default_factory=lambda: RegularisationSpec())
     privacy: PrivacySpec
     budget: BudgetSpec
+    engine: EngineSpec = Field(default_factory=lambda: EngineSpec(), description="how the data is read (default: memory)")
 
     _kernel_ok = field_validator("kernel")(classmethod(lambda cls, v: kernel_mapping(v)))
 
@@ -91,6 +93,7 @@ class FosrReleaseConfig(Frozen):
             raise ValueError("clipping.sup_clip is a parameter of the Bernstein mean only")
         if self.centering is not None and not self.intercept:
             raise ValueError("centering needs intercept: true (the reference curve is added back to the intercept curve)")
+        check_engine_fields(self.engine, self.dataset.format, None)
         return self
 
 

@@ -2,6 +2,9 @@
 
 Curves come from :func:`fdp.tasks.load_curves` / :func:`fdp.tasks.clip_curves` (one averaged record per
 privacy unit); covariates from :func:`fdpcore.io.covariates.read_unit_covariates` (one value per unit).
+With a streaming engine (``engine.name`` ``local``/``dask``) both are read chunk by chunk by
+:func:`fdp.tasks.streaming.stream_curves` (``covariates=True``, the public reference as centre) into
+exact sums, summarised by :func:`summarise_fosr_stream`.
 """
 
 from __future__ import annotations
@@ -15,12 +18,14 @@ import numpy as np
 
 from fdp.schemas import ChargeRequest, CurveBatch
 from fdp.schemas.covariance import CONTRIBUTION_RULE
+from fdp.schemas.engine import StreamBatch
 from fdp.schemas.regression import FosrData, FosrManifest, FosrPlanEnvelope, FosrReleaseConfig
 from fdp.tasks import _publish
 from fdp.tasks._settings import data_task, noise_task
 from fdp.tasks.covariance import publish_summary
 from fdp.tasks.ledger import mark_noised, provenance
 from fdp.tasks.mean import release_grid
+from fdpcore.accumulate import summarise_fosr_sums
 from fdpcore.errors import DataError
 from fdpcore.fpca import reference_on_grid
 from fdpcore.io.covariates import read_unit_covariates
@@ -39,12 +44,16 @@ def plan_fosr(config: FosrReleaseConfig, n: int) -> FosrPlanEnvelope:
         bound=config.covariate_bound, tau_y=config.clipping.tau, epsilon=config.privacy.epsilon,
         gamma=config.split.gamma, eta=t.eta, psi=t.psi, tuning=t.rule, floor=config.split.floor, secure=True,
     )
-    reference = None
-    if config.centering is not None:
-        c = config.centering
-        reference = reference_on_grid(c.time, c.value, grid, time_domain=ds.time_domain,
-                                      value_offset=ds.value_offset, value_scale=ds.value_scale)
-    return FosrPlanEnvelope(plan=plan, reference=reference)
+    return FosrPlanEnvelope(plan=plan, reference=fosr_reference(config))
+
+
+def fosr_reference(config: FosrReleaseConfig) -> Any:
+    """The public reference curve on the release grid (scaled units), or ``None`` without centring."""
+    if config.centering is None:
+        return None
+    ds, c = config.dataset, config.centering
+    return reference_on_grid(c.time, c.value, release_grid(config), time_domain=ds.time_domain,  # type: ignore[arg-type]
+                             value_offset=ds.value_offset, value_scale=ds.value_scale)
 
 
 @data_task(name="load-covariates")
@@ -64,6 +73,13 @@ def summarise_fosr_data(curves: CurveBatch, covariates: CurveBatch, plan: FosrPl
     """Clip the covariates to B, then the pre-noise whitened T1 entries and T2 coefficients (memory only)."""
     z, _ = clip_covariates(covariates.data_matrix, plan.plan.bound)
     t1, t2 = summarise_fosr(z, curves.data_matrix, plan.plan)
+    return FosrData(t1=t1, t2=t2)
+
+
+@data_task(name="summarise-fosr-sums")
+def summarise_fosr_stream(batch: StreamBatch, plan: FosrPlanEnvelope) -> FosrData:
+    """Pre-noise whitened T1 entries and T2 coefficients from a streaming engine's exact sums (memory only)."""
+    t1, t2 = summarise_fosr_sums(batch.sums, plan.plan)
     return FosrData(t1=t1, t2=t2)
 
 
@@ -150,7 +166,8 @@ def public_fosr_release(
                                          "scales it by at most 1/safe_inverse_floor"},
         design_moments=np.asarray(t1).tolist(),
         formulas=sorted({*p.formulas, "preprocess.align_linear@1",
-                         *(("grid.trapezoid@1",) if grid.rule == "trapezoid" else ())}),
+                         *(("grid.trapezoid@1",) if grid.rule == "trapezoid" else ()),
+                         *(("preprocess.quantise_lattice@1",) if config.engine.name != "memory" else ())}),
         outputs=[{"path": _publish.RELEASE_FILE, "sha256": hashlib.sha256(parquet).hexdigest()}],  # type: ignore[list-item]
         provenance=prov,  # type: ignore[arg-type]
     )

@@ -28,19 +28,24 @@ __all__ = ["ingest_partition", "stream_curves", "stream_spec", "summarise_sums"]
 
 
 
-def stream_spec(config: Any, *, center: Any = None, outer: bool = False) -> StreamSpec:
+def stream_spec(config: Any, *, center: Any = None, outer: bool = False, covariates: bool = False) -> StreamSpec:
     """The public inputs of the streaming ingest of a release config (mean, or covariance with ``outer``).
 
     ``center``: a public curve on the grid subtracted from every record before clipping (covariance
-    centring); ``outer``: also accumulate the outer products of the clipped records.
+    and FoSR centring); ``outer``: also accumulate the outer products of the clipped records;
+    ``covariates``: FoSR: read ``config.covariates`` with each chunk, clip them to
+    ``config.covariate_bound`` and accumulate the design sums.
     """
     ds = config.dataset
+    cov = tuple((c.name, None if c.encoding is None else tuple(sorted(c.encoding.items())))
+                for c in config.covariates) if covariates else ()
     return StreamSpec(
         unit_column=ds.unit_column, time_column=ds.time_column, value_column=ds.value_column,
         curve_column=ds.curve_column, time_domain=ds.time_domain, value_offset=ds.value_offset,
         value_scale=ds.value_scale, grid=release_grid(config), tau=config.clipping.tau,
         sup_clip=config.clipping.sup_clip, chunk_rows=config.engine.chunk_rows, outer=outer,
         center=None if center is None else tuple(float(c) for c in center),
+        covariates=cov, covariate_bound=float(config.covariate_bound) if covariates else None,
     )
 
 
@@ -77,13 +82,15 @@ def _runner(config: Any) -> Any:
                                           "processes": True, "dashboard_address": ":0"})
 
 
-def stream_curves(config: Any, config_dir: str, *, center: Any = None, outer: bool = False) -> StreamBatch:
+def stream_curves(config: Any, config_dir: str, *, center: Any = None, outer: bool = False,
+                  covariates: bool = False) -> StreamBatch:
     """Ingest the dataset with the configured streaming engine and return its exact statistics.
 
-    ``center`` and ``outer`` as in :func:`stream_spec` (the covariance release passes its public
-    centre, or none for ``sample_mean`` centring, and ``outer=True``).
+    ``center``, ``outer`` and ``covariates`` as in :func:`stream_spec` (the covariance release passes
+    its public centre, or none for ``sample_mean`` centring, and ``outer=True``; the FoSR release its
+    public reference curve and ``covariates=True``).
     """
-    spec = stream_spec(config, center=center, outer=outer)
+    spec = stream_spec(config, center=center, outer=outer, covariates=covariates)
     files = [str(f) for f in dataset_files(_dataset_path(config, config_dir))]
     if config.engine.name == "dask" and len(files) > 0:
         with _runner(config) as runner:

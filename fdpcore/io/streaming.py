@@ -21,6 +21,14 @@ Violations raise :class:`~fdpcore.errors.DataError` naming the file, the row gro
 integer or floating Parquet columns (text columns: use the in-memory engine, which parses them).
 Unit ids are held in memory only, to check the order; they never enter a message or a result
 that is written anywhere.
+
+FoSR (MATH.md §7): ``covariates`` names scalar columns of the same table, constant within a unit
+(the rules of :func:`fdpcore.io.covariates.read_unit_covariates`: every row needs a value, an
+encoded column's entries must be keys of its public encoding, a unit's rows must agree). They are
+read with the chunk, so a unit's covariates travel with its rows (also across a chunk boundary);
+each unit's row is clipped to ``covariate_bound`` and accumulated with its record
+(:class:`~fdpcore.accumulate.DesignSums`). Numeric covariates must be integer or floating Parquet
+columns (text: use the in-memory engine).
 """
 
 from __future__ import annotations
@@ -35,7 +43,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from fdpcore.accumulate import CurveSums, accumulate_curves, quantisation_exponent
+from fdpcore.accumulate import CurveSums, DesignSums, accumulate_curves, quantisation_exponent
 from fdpcore.errors import DataError, DomainError
 from fdpcore.grids import Grid
 from fdpcore.preprocess import align_long, clip_l2, rescale_long
@@ -70,18 +78,23 @@ class StreamSpec:
     outer: bool = False
     chunk_rows: int = DEFAULT_CHUNK_ROWS
     center: tuple[float, ...] | None = None
+    covariates: tuple[tuple[str, tuple[tuple[str, float], ...] | None], ...] = ()
+    covariate_bound: float | None = None
 
     def __post_init__(self) -> None:
         if self.center is not None:
             c = np.asarray(self.center, dtype=np.float64)
             if c.shape != (self.grid.size,) or not bool(np.all(np.isfinite(c))):
                 raise DomainError(f"center (length {c.size}) must hold {self.grid.size} finite grid values")
+        if self.covariates and self.covariate_bound is None:
+            raise DomainError("covariate_bound (None) must be given with covariates")
 
     @property
     def columns(self) -> list[str]:
         """The columns read (each once)."""
         return list(dict.fromkeys(c for c in (self.unit_column, self.time_column, self.value_column,
-                                              self.curve_column) if c is not None))
+                                              self.curve_column, *(name for name, _ in self.covariates))
+                                  if c is not None))
 
 
 @dataclass(frozen=True, eq=False)
@@ -128,7 +141,7 @@ def ingest_file(path: str | Path, spec: StreamSpec) -> FilePartial:
     total = CurveSums(0, quantisation_exponent(spec.tau), (0,) * spec.grid.size,
                       (0,) * spec.grid.size if spec.sup_clip is not None else None,
                       tuple((0,) * spec.grid.size for _ in range(spec.grid.size)) if spec.outer else None,
-                      dict.fromkeys(_COUNT_KEYS, 0))
+                      dict.fromkeys(_COUNT_KEYS, 0), _zero_design(spec))
     carry: _Rows | None = None
     first_unit: Any = None
     last_unit: Any = None
@@ -149,19 +162,20 @@ def ingest_file(path: str | Path, spec: StreamSpec) -> FilePartial:
             first_unit = units[0].as_py()
         codes = np.concatenate([[0], np.cumsum(change, dtype=np.int64)])
         rows = _Rows(codes + 1, _float(batch.column(spec.time_column)), _float(batch.column(spec.value_column)),
-                     _curves(batch, spec.curve_column, p.name))
+                     _curves(batch, spec.curve_column, p.name), *_covariates(batch, spec, p.name, offset))
         if carry is not None:
             same = units[0].as_py() == last_unit
-            carry = _Rows(np.full(carry.codes.shape, 1 if same else 0), carry.times, carry.values, carry.curves)
+            carry = _Rows(np.full(carry.codes.shape, 1 if same else 0), carry.times, carry.values, carry.curves,
+                          carry.cov, carry.rows)
             rows = carry.concat(rows)
         last_unit = units[m - 1].as_py()
         start = _last_run_start(rows.codes)
         if start > 0:
-            total = total + _reduce(rows.slice(0, start), spec, w)
+            total = total + _reduce(rows.slice(0, start), spec, w, p.name)
         carry = rows.slice(start, len(rows.codes))
         offset += m
     if carry is not None and len(carry.codes):
-        total = total + _reduce(carry, spec, w)
+        total = total + _reduce(carry, spec, w, p.name)
     return FilePartial(p.name, total, first_unit, last_unit)
 
 
@@ -218,18 +232,81 @@ class _Rows:
     times: np.ndarray
     values: np.ndarray
     curves: np.ndarray | None
+    cov: np.ndarray | None = None  # encoded covariates, one row per data row (FoSR)
+    rows: np.ndarray | None = None  # file row numbers (0-based), for the covariate messages
 
     def concat(self, other: _Rows) -> _Rows:
-        curves = None if self.curves is None or other.curves is None else np.concatenate([self.curves, other.curves])
+        def cat(a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
+            return None if a is None or b is None else np.concatenate([a, b])
+
         return _Rows(np.concatenate([self.codes, other.codes]), np.concatenate([self.times, other.times]),
-                     np.concatenate([self.values, other.values]), curves)
+                     np.concatenate([self.values, other.values]), cat(self.curves, other.curves),
+                     cat(self.cov, other.cov), cat(self.rows, other.rows))
 
     def slice(self, a: int, b: int) -> _Rows:
-        return _Rows(self.codes[a:b], self.times[a:b], self.values[a:b],
-                     None if self.curves is None else self.curves[a:b])
+        def cut(x: np.ndarray | None) -> np.ndarray | None:
+            return None if x is None else x[a:b]
+
+        return _Rows(self.codes[a:b], self.times[a:b], self.values[a:b], cut(self.curves), cut(self.cov),
+                     cut(self.rows))
 
 
-def _reduce(rows: _Rows, spec: StreamSpec, w: np.ndarray) -> CurveSums:
+def _zero_design(spec: StreamSpec) -> DesignSums | None:
+    if not spec.covariates or spec.covariate_bound is None:
+        return None
+    q, k = len(spec.covariates), spec.grid.size
+    return DesignSums(quantisation_exponent(spec.covariate_bound), (0,) * q, tuple((0,) * q for _ in range(q)),
+                      tuple((0,) * k for _ in range(q)))
+
+
+def _covariates(batch: pa.RecordBatch, spec: StreamSpec, fname: str,
+                offset: int) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """Encoded covariates of a chunk (``m x q``) and its file row numbers; the rules of ``read_unit_covariates``."""
+    if not spec.covariates:
+        return None, None
+    m = batch.num_rows
+    out = np.empty((m, len(spec.covariates)))
+    for k, (name, encoding) in enumerate(spec.covariates):
+        col = batch.column(name)
+        if encoding is None:
+            v = _float(col)
+            bad = ~np.isfinite(v)
+            what = "a missing or non-finite value"
+        else:  # map the chunk's distinct entries (few) through the public encoding, then index
+            enc = col if pa.types.is_dictionary(col.type) else col.dictionary_encode()
+            keys = {str(key): float(val) for key, val in encoding}
+            table = np.array([keys.get(str(x).strip(), np.nan) for x in enc.dictionary.to_pylist()] + [np.nan])
+            idx = enc.indices.fill_null(len(enc.dictionary)).to_numpy(zero_copy_only=False).astype(np.int64)
+            v = table[idx]
+            bad = np.isnan(v)
+            missing = enc.indices.is_null().to_numpy(zero_copy_only=False)
+            what = "a category that is not listed in its encoding" if not missing[bad].all() else "a missing value"
+        if bad.any():
+            raise DataError(f"{fname}: column {name!r} has {what} at row {offset + int(np.flatnonzero(bad)[0]) + 1}; "
+                            "every row needs a covariate value (check covariates[].encoding)")
+        out[:, k] = v
+    return out, np.arange(offset, offset + m, dtype=np.int64)
+
+
+def _unit_covariates(rows: _Rows, spec: StreamSpec, fname: str) -> np.ndarray:
+    """One covariate row per unit (the unit order of ``align_long``: runs of sorted codes), checked constant."""
+    cov, where = rows.cov, rows.rows
+    assert cov is not None and where is not None  # noqa: S101 - set whenever spec.covariates is
+    starts = np.flatnonzero(np.concatenate([[True], rows.codes[1:] != rows.codes[:-1]]))
+    first = starts[np.cumsum(np.concatenate([[False], rows.codes[1:] != rows.codes[:-1]]))]
+    for k, (name, _) in enumerate(spec.covariates):
+        changes = cov[:, k] != cov[first, k]
+        if changes.any():
+            row = int(np.flatnonzero(changes)[0])
+            raise DataError(
+                f"{fname}: column {name!r} is not constant within a privacy unit: row {int(where[row]) + 1} differs "
+                f"from the unit's first row {int(where[first[row]]) + 1}; a covariate must have one value per unit"
+            )
+    out: np.ndarray = cov[starts]
+    return out
+
+
+def _reduce(rows: _Rows, spec: StreamSpec, w: np.ndarray, fname: str = "") -> CurveSums:
     """The record-wise steps of the in-memory path on complete units, then exact sums."""
     t, v, n_outside = rescale_long(rows.times, rows.values, time_domain=spec.time_domain,
                                    grid_domain=spec.grid.domain_range, value_offset=spec.value_offset,
@@ -242,7 +319,11 @@ def _reduce(rows: _Rows, spec: StreamSpec, w: np.ndarray) -> CurveSums:
     counts = {"n_rows": int(rows.codes.shape[0]), "n_rows_outside_time_domain": n_outside,
               "n_rows_nonfinite": aligned.n_rows_dropped, "n_duplicates_merged": aligned.n_duplicates_merged,
               "n_unalignable_units": aligned.n_unalignable, "n_clipped": n_clipped}
-    return accumulate_curves(clipped, spec.tau, w, sup_clip=spec.sup_clip, outer=spec.outer, counts=counts)
+    z = None
+    if spec.covariates and spec.covariate_bound is not None:  # FoSR: record-wise Euclidean clip to B
+        z, _ = clip_l2(_unit_covariates(rows, spec, fname), np.ones(len(spec.covariates)), spec.covariate_bound)
+    return accumulate_curves(clipped, spec.tau, w, sup_clip=spec.sup_clip, outer=spec.outer, counts=counts,
+                             covariates=z, covariate_bound=spec.covariate_bound)
 
 
 def _open(p: Path) -> pq.ParquetFile:
@@ -261,7 +342,7 @@ def _check_schema(schema: pa.Schema, fname: str, spec: StreamSpec) -> None:
     missing = [c for c in spec.columns if c not in names]
     if missing:
         raise DataError(f"{fname}: missing column(s) {missing}; check dataset.unit_column, dataset.time_column, "
-                        "dataset.value_column and dataset.curve_column")
+                        "dataset.value_column, dataset.curve_column and covariates")
     ids = [(spec.unit_column, "privacy-unit id")] + ([(spec.curve_column, "curve id")] if spec.curve_column else [])
     for name, what in ids:
         t = _base_type(schema.field(name).type)
@@ -273,6 +354,11 @@ def _check_schema(schema: pa.Schema, fname: str, spec: StreamSpec) -> None:
         if not (pa.types.is_integer(t) or pa.types.is_floating(t)):
             raise DataError(f"{fname}: column {name!r} has type {t}; the streaming engine needs an integer or "
                             "floating column (use engine 'memory' to parse text or decimals)")
+    for name, encoding in spec.covariates:
+        t = _base_type(schema.field(name).type)
+        if encoding is None and not (pa.types.is_integer(t) or pa.types.is_floating(t)):
+            raise DataError(f"{fname}: covariate column {name!r} has type {t}; the streaming engine needs an integer "
+                            "or floating column for a numeric covariate (give an encoding, or use engine 'memory')")
 
 
 def _row_group(rg_ends: np.ndarray, row: int) -> int:

@@ -20,9 +20,11 @@ from fdpcore.accumulate import (
     accumulate_curves,
     quantisation_exponent,
     quantise_records,
+    sum_int_cross,
     sum_int_outer,
     sum_int_rows,
     summarise_covariance_sums,
+    summarise_fosr_sums,
     summarise_mean_sums,
 )
 from fdpcore.covariance import plan_covariance_release, summarise_covariance
@@ -31,6 +33,8 @@ from fdpcore.grids import grid_from_nodes, midpoint_grid
 from fdpcore.io import read_long_table
 from fdpcore.io.streaming import StreamSpec, combine_partials, dataset_files, ingest_file, stream_dataset
 from fdpcore.preprocess import align_long, clip_l2, rescale_long
+from fdpcore.io.covariates import read_unit_covariates
+from fdpcore.regression import clip_covariates, plan_fosr_release, summarise_fosr
 from fdpcore.release import plan_mean_release, summarise_mean
 from fdpcore.sensitivity import iclp_qr_weights
 
@@ -343,3 +347,151 @@ def test_streamed_covariance_refuses_sums_without_outer_products_and_a_bad_centr
         _spec(grid=grid, center=(0.0, 0.0, 0.0))
     with pytest.raises(DomainError, match=r"center \(length 8\) must hold 8 finite"):
         _spec(grid=grid, center=(float("nan"),) * 8)
+
+
+# ------------------------------------------------------------------ FoSR from streamed sums
+
+GROWTH = REPO / "examples" / "data" / "berkeley_growth.parquet"
+SEX = ("sex", (("F", -1.0), ("M", 1.0)))
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), m=st.integers(0, 30), p=st.integers(1, 4), k=st.integers(1, 6))
+def test_sum_int_cross_is_the_exact_integer_sum(seed: int, m: int, p: int, k: int) -> None:
+    rng = np.random.default_rng(seed)
+    a = rng.integers(-(2**62), 2**62, size=(m, p), dtype=np.int64)
+    b = rng.integers(-(2**62), 2**62, size=(m, k), dtype=np.int64)
+    exact = [[sum(int(a[i, r]) * int(b[i, c]) for i in range(m)) for c in range(k)] for r in range(p)]
+    assert sum_int_cross(a, b) == exact
+    assert sum_int_cross(a, a) == sum_int_outer(a)
+
+
+@pytest.fixture(scope="module")
+def growth(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The growth table sorted by child (the streaming order) with a numeric covariate constant per child."""
+    tb = pq.read_table(GROWTH).sort_by([("child_id", "ascending"), ("age_years", "ascending")])
+    ids = tb.column("child_id").to_pylist()
+    # a public-looking numeric covariate per child (deterministic in the id), not on any binary lattice
+    score = [((sum(map(ord, u)) * 7919) % 1000) / 333.0 - 1.4 for u in ids]
+    out = tmp_path_factory.mktemp("growth") / "growth.parquet"
+    pq.write_table(tb.append_column("score", pa.array(score)), out, row_group_size=200)
+    return out
+
+
+def _growth_spec(chunk_rows: int, covariates: tuple[object, ...], bound: float, **kw: object) -> StreamSpec:
+    return StreamSpec("child_id", "age_years", "height_cm", (1.0, 18.0), grid_from_nodes(np.linspace(0, 1, 31)),
+                      1.0, value_offset=150.0, value_scale=40.0, chunk_rows=chunk_rows,
+                      covariates=covariates, covariate_bound=bound, **kw)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("intercept", [True, False])
+@pytest.mark.parametrize("chunk_rows", [37, 10**6])  # 37: children (31 ages) span every chunk boundary
+def test_streamed_fosr_equals_the_in_memory_summary(growth: Path, intercept: bool, chunk_rows: int) -> None:
+    covs = (SEX, ("score", None))
+    bound = 1.2  # the score is clipped for some children: the clip is part of what must agree
+    center = 0.1 * np.sin(np.pi * np.linspace(0, 1, 31))
+    spec = _growth_spec(chunk_rows, covs, bound, center=tuple(center))
+    sums = stream_dataset(growth, spec)
+    # the in-memory path: read_long_table / align / centre / clip and read_unit_covariates / clip
+    grid = spec.grid
+    tb = read_long_table(growth, "parquet", unit_column="child_id", time_column="age_years", value_column="height_cm")
+    t, v, _ = rescale_long(tb.times, tb.values, time_domain=(1.0, 18.0), grid_domain=(0.0, 1.0), value_offset=150.0,
+                           value_scale=40.0)
+    y, _ = clip_l2(align_long(tb.units, t, v, grid).data_matrix - center[None, :], grid.weights, 1.0)
+    z_raw = read_unit_covariates(growth, "parquet", unit_column="child_id",
+                                 covariates=[("sex", dict(SEX[1])), ("score", None)]).values
+    z, n_clipped = clip_covariates(z_raw, bound)
+    assert n_clipped > 0 and sums.n == 93 and sums.design is not None
+    mem = accumulate_curves(y, 1.0, grid.weights, covariates=z, covariate_bound=bound)
+    assert mem.design is not None
+    assert sums.sum == mem.sum and sums.design.sum == mem.design.sum  # identical exact statistics
+    assert sums.design.outer == mem.design.outer and sums.design.cross == mem.design.cross
+    # quantisation never increases a covariate norm (the sensitivities' premise ||z_i||_2 <= B still holds)
+    zq = np.ldexp(quantise_records(z, bound, np.ones(2)).astype(np.float64), sums.design.exponent)
+    assert np.all(np.abs(zq) <= np.abs(z)) and np.all(np.linalg.norm(zq, axis=1) <= bound)
+    plan = plan_fosr_release(grid, KERNEL, n=93, n_covariates=2, intercept=intercept, bound=bound, tau_y=1.0,
+                             epsilon=1.0, secure=False)
+    t1_s, t2_s = summarise_fosr_sums(sums, plan)
+    yq = np.ldexp(quantise_records(y, 1.0, grid.weights).astype(np.float64), sums.exponent)
+    t1_q, t2_q = summarise_fosr(zq, yq, plan)  # in memory on the quantised units: equal to rounding
+    assert np.max(np.abs(t1_s - t1_q)) <= 1e-12 * np.max(np.abs(t1_q))
+    assert np.max(np.abs(t2_s - t2_q)) <= 1e-9 * np.max(np.abs(t2_q))
+    t1_m, t2_m = summarise_fosr(z, y, plan)  # on the unquantised units: to the lattice resolution
+    assert np.max(np.abs(t1_s - t1_m)) <= 4 * bound * 2.0 ** quantisation_exponent(bound)
+    lam_min = float(plan.basis.eigenvalues.min())
+    res = 2 * (1 + bound) * 2.0 ** quantisation_exponent(1.0) * math.sqrt(31) / math.sqrt(lam_min)
+    assert np.max(np.abs(t2_s - t2_m)) <= res
+    if chunk_rows != 10**6:  # bit-identical whatever the chunking
+        one = stream_dataset(growth, _growth_spec(10**6, covs, bound, center=tuple(center)))
+        a, b = summarise_fosr_sums(one, plan), (t1_s, t2_s)
+        assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+
+
+def test_streamed_fosr_splits_across_files_exactly(growth: Path, tmp_path: Path) -> None:
+    """Partial sums of disjoint files (Dask partitions) combine to the one-file sums exactly."""
+    tb = pq.read_table(growth)
+    ids = np.array(tb.column("child_id").to_pylist())
+    cut = np.searchsorted(ids, np.unique(ids)[[30, 61]])
+    for i, (a, b) in enumerate(zip([0, *cut], [*cut, len(ids)], strict=True)):
+        pq.write_table(tb.slice(a, b - a), tmp_path / f"part-{i}.parquet", row_group_size=50)
+    spec = _growth_spec(64, (SEX,), 1.0)
+    whole, parts = stream_dataset(growth, spec), stream_dataset(tmp_path, spec)
+    assert parts.n == whole.n == 93 and parts.design is not None and whole.design is not None
+    assert parts.sum == whole.sum and parts.design.cross == whole.design.cross
+    assert parts.design.outer == whole.design.outer and parts.design.sum == whole.design.sum
+
+
+def test_streamed_covariates_follow_the_in_memory_rules(tmp_path: Path) -> None:
+    p = tmp_path / "c.parquet"
+    base = {"u": [1, 1, 1, 2, 2, 2], "t": [0.0, 0.5, 1.0] * 2, "v": [0.1] * 6}
+    # a covariate that changes inside unit 2, in a later chunk than the unit's first row (chunk of 4 rows)
+    pq.write_table(pa.table({**base, "g": ["a", "a", "a", "b", "b", "a"]}), p)
+    enc = ("g", (("a", 1.0), ("b", -1.0)))
+    for chunk in (4, 100):
+        with pytest.raises(DataError, match=r"c\.parquet: column 'g' is not constant within a privacy unit: row 6 "
+                                            r"differs from the unit's first row 4"):
+            ingest_file(p, _spec(chunk_rows=chunk, covariates=(enc,), covariate_bound=1.0))
+    pq.write_table(pa.table({**base, "g": ["a", "a", "a", "b", "c", "b"]}), p)
+    with pytest.raises(DataError, match=r"column 'g' has a category that is not listed in its encoding at row 5"):
+        ingest_file(p, _spec(chunk_rows=4, covariates=(enc,), covariate_bound=1.0))
+    pq.write_table(pa.table({**base, "g": ["a", "a", "a", "b", None, "b"]}), p)
+    with pytest.raises(DataError, match=r"column 'g' has a missing value at row 5"):
+        ingest_file(p, _spec(chunk_rows=4, covariates=(enc,), covariate_bound=1.0))
+    pq.write_table(pa.table({**base, "x": [1.0, 1.0, 1.0, 2.0, float("nan"), 2.0]}), p)
+    with pytest.raises(DataError, match=r"column 'x' has a missing or non-finite value at row 5"):
+        ingest_file(p, _spec(chunk_rows=4, covariates=(("x", None),), covariate_bound=1.0))
+    pq.write_table(pa.table({**base, "x": ["1"] * 6}), p)
+    with pytest.raises(DataError, match=r"covariate column 'x' has type string; the streaming engine needs"):
+        ingest_file(p, _spec(covariates=(("x", None),), covariate_bound=1.0))
+    with pytest.raises(DataError, match=r"missing column\(s\) \['y'\]"):
+        ingest_file(p, _spec(covariates=(("y", None),), covariate_bound=1.0))
+    with pytest.raises(DomainError, match=r"covariate_bound \(None\) must be given"):
+        _spec(covariates=(("x", None),))
+
+
+def test_streamed_covariates_of_a_unit_without_a_curve_still_count(tmp_path: Path) -> None:
+    """As in memory: an unalignable unit contributes the zero curve and its covariates (n stays the units)."""
+    p = tmp_path / "c.parquet"
+    pq.write_table(pa.table({"u": [1, 1, 2, 3, 3], "t": [0.0, 1.0, 0.5, 0.0, 1.0], "v": [0.5, 0.5, 9.0, 0.25, 0.25],
+                             "x": [0.5, 0.5, -0.75, 0.25, 0.25]}), p)
+    s = ingest_file(p, _spec(chunk_rows=2, covariates=(("x", None),), covariate_bound=1.0)).sums
+    assert s.n == 3 and s.counts["n_unalignable_units"] == 1 and s.design is not None
+    zbar, zz, zy = s.design_means()
+    assert zbar.tolist() == [0.0] and zz.tolist() == [[(0.25 + 0.5625 + 0.0625) / 3]]
+    assert np.allclose(zy, [[(0.5 * 0.5 + 0.25 * 0.25) / 3] * 4], rtol=1e-15)  # unit 2: zero curve
+
+
+def test_summarise_fosr_sums_refuses_sums_without_covariates_and_a_wrong_n() -> None:
+    grid = midpoint_grid(8)
+    plan = plan_fosr_release(grid, KERNEL, n=3, n_covariates=1, intercept=True, bound=1.0, tau_y=1.0, epsilon=1.0,
+                             secure=False)
+    with pytest.raises(DomainError, match="covariate statistics"):
+        summarise_fosr_sums(accumulate_curves(np.zeros((3, 8)), 1.0, grid.weights), plan)
+    with pytest.raises(DomainError, match=r"sums.n \(4\) must equal"):
+        summarise_fosr_sums(accumulate_curves(np.zeros((4, 8)), 1.0, grid.weights, covariates=np.zeros((4, 1)),
+                                              covariate_bound=1.0), plan)
+    with pytest.raises(DomainError, match=r"sums have 2 covariates and 8 grid values; the plan needs 1"):
+        summarise_fosr_sums(accumulate_curves(np.zeros((3, 8)), 1.0, grid.weights, covariates=np.zeros((3, 2)),
+                                              covariate_bound=1.0), plan)
+    with pytest.raises(DomainError, match=r"covariate_bound \(None\) must be given"):
+        accumulate_curves(np.zeros((3, 8)), 1.0, grid.weights, covariates=np.zeros((3, 1)))
