@@ -1,0 +1,108 @@
+"""FoSR release on a streaming engine (`engine.name: local`): curves and covariates chunk by chunk give the in-memory
+path's sufficient statistics exactly, the same plan, sensitivities and noise scale; config rules."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from prefect import flow
+
+from flow_support import REPO, release, write_config
+from fdp.flows.config import load_config
+from fdp.tasks import clip_curves, load_curves
+from fdp.tasks.covariance import center_curves
+from fdp.tasks.mean import release_grid
+from fdp.tasks.regression import fosr_reference, load_covariates, plan_fosr, summarise_fosr_data, summarise_fosr_stream
+from fdp.tasks.streaming import stream_curves
+from fdpcore.accumulate import accumulate_curves
+from fdpcore.errors import ConfigError
+from fdpcore.regression import clip_covariates
+
+EXAMPLE = REPO / "examples" / "growth_fosr.yaml"
+DATA = REPO / "examples" / "data" / "berkeley_growth.parquet"
+
+
+@pytest.fixture
+def partitioned(tmp_path: Path) -> Path:
+    """The growth data split by child into 3 files (each sorted by child) with small row groups."""
+    df = pd.read_parquet(DATA)
+    d = tmp_path / "growth"
+    d.mkdir()
+    units = np.sort(df["child_id"].unique())
+    for i, part in enumerate(np.array_split(units, 3)):
+        sub = df[df["child_id"].isin(part)].sort_values(["child_id", "age_years"], kind="stable")
+        sub.to_parquet(d / f"part-{i}.parquet", row_group_size=100, index=False)
+    return d
+
+
+@flow(persist_result=False)
+def _both(stream_path: str, memory_path: str) -> tuple[object, object, object, object]:
+    config, mem_config = load_config(stream_path), load_config(memory_path)
+    here = str(Path(stream_path).parent)
+    streamed = stream_curves(config, here, center=fosr_reference(config), covariates=True)
+    curves = load_curves(mem_config, here)
+    plan = plan_fosr(mem_config, curves.n_samples)
+    mem = clip_curves(center_curves(curves, plan.reference), mem_config)
+    cov = load_covariates(mem_config, here, curves.n_samples)
+    return streamed, mem, cov, (summarise_fosr_stream(streamed, plan), summarise_fosr_data(mem, cov, plan))
+
+
+@pytest.mark.parametrize("overrides", [{}, {"intercept": False, "centering": None, "covariate_bound": 0.5}])
+def test_streamed_fosr_statistics_equal_the_in_memory_units(tmp_path: Path, partitioned: Path,
+                                                            overrides: dict[str, object]) -> None:
+    cfg = write_config(tmp_path, EXAMPLE, data=partitioned, engine={"name": "local", "chunk_rows": 45}, **overrides)
+    mem_cfg = write_config(tmp_path, EXAMPLE, data=DATA, **overrides)
+    streamed, mem, cov, (s_data, m_data) = _both(str(cfg), str(mem_cfg))
+    bound = float(overrides.get("covariate_bound", 1.0))  # type: ignore[arg-type]
+    z, _ = clip_covariates(cov.data_matrix, bound)  # type: ignore[attr-defined]
+    exact = accumulate_curves(mem.data_matrix, 1.0, _weights(mem_cfg), covariates=z,  # type: ignore[attr-defined]
+                              covariate_bound=bound)
+    sums = streamed.sums  # type: ignore[attr-defined]
+    assert streamed.n_samples == mem.n_samples == 93  # type: ignore[attr-defined]
+    assert sums.sum == exact.sum and sums.design.sum == exact.design.sum
+    assert sums.design.outer == exact.design.outer and sums.design.cross == exact.design.cross
+    assert streamed.counts == mem.counts  # type: ignore[attr-defined]
+    # sex is +-1 (on the lattice) and the heights are clipped the same way: the summaries agree to rounding
+    assert np.allclose(s_data.t1, m_data.t1, rtol=0, atol=1e-15)  # type: ignore[attr-defined]
+    assert np.allclose(s_data.t2, m_data.t2, rtol=1e-9, atol=1e-9)  # type: ignore[attr-defined]
+
+
+def _weights(cfg: Path) -> np.ndarray:
+    return release_grid(load_config(cfg)).weights  # type: ignore[arg-type]
+
+
+def test_fosr_release_on_the_local_engine_matches_the_memory_plan(tmp_path: Path, partitioned: Path) -> None:
+    ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
+    mem_cfg = write_config(tmp_path, EXAMPLE, data=DATA)
+    loc_cfg = write_config(tmp_path, EXAMPLE, data=partitioned, engine={"name": "local", "chunk_rows": 1000})
+    assert release(mem_cfg, tmp_path / "m", ledger, "m") == 0
+    assert release(loc_cfg, tmp_path / "s", ledger, "s") == 0
+    m = json.loads((tmp_path / "m" / "manifest.json").read_text())
+    s = json.loads((tmp_path / "s" / "manifest.json").read_text())
+    assert s["n"] == m["n"] == 93
+    assert s["sensitivity"] == m["sensitivity"] and s["noise"] == m["noise"]  # same plan, same noise scales
+    assert s["parameters"] == m["parameters"] and s["budget_splits"] == m["budget_splits"]
+    assert set(s["formulas"]) - set(m["formulas"]) == {"preprocess.quantise_lattice@1"}
+    out = pd.read_parquet(tmp_path / "s" / "release.parquet")
+    assert list(out.columns) == ["t", "t_source", "beta_intercept", "beta_sex"] and len(out) == 31
+    assert np.all(np.isfinite(out[["beta_intercept", "beta_sex"]].to_numpy()))
+
+
+def test_streaming_fosr_needs_parquet(tmp_path: Path) -> None:
+    csv = tmp_path / "x.csv"
+    pd.read_parquet(DATA).to_csv(csv, index=False)
+    cfg = write_config(tmp_path, EXAMPLE, data=csv, dataset__format="csv", engine={"name": "local"})
+    with pytest.raises(ConfigError, match="streams Parquet only"):
+        load_config(cfg)
+
+
+def test_streaming_fosr_refuses_an_unsorted_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The example file is not sorted by child (boys, then girls): the streaming engine says so, never guesses."""
+    cfg = write_config(tmp_path, EXAMPLE, data=DATA, engine={"name": "local"})
+    assert release(cfg, tmp_path / "o", f"sqlite:///{tmp_path / 'l.sqlite'}", "u") != 0
+    assert "rows are not sorted by 'child_id'" in capsys.readouterr().err
+    assert not (tmp_path / "o" / "manifest.json").exists()
