@@ -106,3 +106,25 @@ def test_streaming_fosr_refuses_an_unsorted_file(tmp_path: Path, capsys: pytest.
     assert release(cfg, tmp_path / "o", f"sqlite:///{tmp_path / 'l.sqlite'}", "u") != 0
     assert "rows are not sorted by 'child_id'" in capsys.readouterr().err
     assert not (tmp_path / "o" / "manifest.json").exists()
+
+
+@flow(persist_result=False)
+def _stream(config_path: str) -> object:
+    config = load_config(config_path)
+    return stream_curves(config, str(Path(config_path).parent), center=fosr_reference(config), covariates=True)
+
+
+def test_dask_and_local_engines_give_bit_identical_fosr_sums(tmp_path: Path, partitioned: Path) -> None:
+    from distributed import LocalCluster
+
+    local = write_config(tmp_path, EXAMPLE, data=partitioned, engine={"name": "local", "chunk_rows": 77})
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster:
+        dask = write_config(tmp_path, EXAMPLE, data=partitioned,
+                            engine={"name": "dask", "address": cluster.scheduler_address, "chunk_rows": 500})
+        d = _stream(str(dask))
+        assert len(cluster.scheduler.task_prefixes) > 0  # the partitions ran on the cluster's workers
+    loc = _stream(str(local))
+    assert d.n_samples == loc.n_samples == 93  # type: ignore[attr-defined]
+    a, b = d.sums, loc.sums  # type: ignore[attr-defined]
+    assert a.sum == b.sum and a.design.sum == b.design.sum and a.design.outer == b.design.outer
+    assert a.design.cross == b.design.cross and d.counts == loc.counts  # type: ignore[attr-defined]
