@@ -174,14 +174,15 @@ def sum_int_cross(a: np.ndarray, b: np.ndarray) -> list[list[int]]:
     x, y = np.asarray(a), np.asarray(b)
     if x.ndim != 2 or y.ndim != 2 or x.dtype != np.int64 or y.dtype != np.int64 or x.shape[0] != y.shape[0]:
         raise InternalError("sum_int_cross needs two 2-D int64 arrays with the same number of rows")
-    total = np.zeros((x.shape[1], y.shape[1]), dtype=object)
+    p, k = x.shape[1], y.shape[1]
+    total = np.zeros((p, k), dtype=object)
     total[:] = 0
-    for start in range(0, x.shape[0], _OUTER_BLOCK):
-        lx, ly = _limbs(x[start:start + _OUTER_BLOCK]), _limbs(y[start:start + _OUTER_BLOCK])
+    for start in range(0, x.shape[0], _OUTER_BLOCK):  # all 16 limb products in one matrix product
+        prod = (np.hstack(_limbs(x[start:start + _OUTER_BLOCK])).T @ np.hstack(_limbs(y[start:start + _OUTER_BLOCK])))
+        blocks = prod.astype(np.int64).astype(object)
         for i in range(4):
             for j in range(4):
-                p = (lx[i].T @ ly[j]).astype(np.int64).astype(object)
-                total += p * (1 << (_LIMB * (i + j)))
+                total += blocks[i * p:(i + 1) * p, j * k:(j + 1) * k] * (1 << (_LIMB * (i + j)))
     out: list[list[int]] = total.tolist()
     return out
 
