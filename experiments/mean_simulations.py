@@ -273,28 +273,11 @@ def _comparison_table(cells: pd.DataFrame, config: str, variant: str) -> str:
     return _table(["scenario", "mechanism"] + [f"n={n}" for n in ns], rows)
 
 
-def _figure_mechanisms(cells: pd.DataFrame, config: sim.SimConfig, variant: str, out_dir: Path) -> str:
-    sub = cells[(cells.config == config.name) & (cells.variant == variant)]
+def _mse_panels(sub: pd.DataFrame, lines: tuple[tuple[str, str], ...], title: str, out_dir: Path, name: str) -> str:
+    """One log-log panel of MSE over n per scenario, one line per (mechanism, label)."""
     fig, axes = plt.subplots(2, 2, figsize=(9, 7), sharex=True)
     for ax, sc in zip(axes.ravel(), sim.SCENARIOS):
-        for est in sim.MECHANISMS:
-            r = sub[(sub.scenario == sc) & (sub.mechanism == est)].sort_values("n")
-            ax.errorbar(r.n, r.mse, yerr=r.mse_se.fillna(0.0), marker="o", ms=3, capsize=2, label=sim.LABELS[est])
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_title(sc)
-        ax.set_xlabel("n")
-        ax.set_ylabel("E||mu~ - mu_0||^2")
-    axes[0, 0].legend(fontsize=8)
-    fig.suptitle(f"{config.label}; {variant} pipeline, epsilon = 1")
-    return save_figure(fig, out_dir, f"{NAME}_fig2_{config.name}_{variant}.png")
-
-
-def _figure_pcv(cells: pd.DataFrame, out_dir: Path) -> str:
-    sub = cells[(cells.config == sim.MAIN) & (cells.variant == "exact")]
-    fig, axes = plt.subplots(2, 2, figsize=(9, 7), sharex=True)
-    for ax, sc in zip(axes.ravel(), sim.SCENARIOS):
-        for est, label in (("iclp_qr", "ICLP-QR, PSS"), ("pcv", "ICLP-QR, PCV (not DP)")):
+        for est, label in lines:
             r = sub[(sub.scenario == sc) & (sub.mechanism == est)].sort_values("n")
             ax.errorbar(r.n, r.mse, yerr=r.mse_se.fillna(0.0), marker="o", ms=3, capsize=2, label=label)
         ax.set_xscale("log")
@@ -303,8 +286,21 @@ def _figure_pcv(cells: pd.DataFrame, out_dir: Path) -> str:
         ax.set_xlabel("n")
         ax.set_ylabel("E||mu~ - mu_0||^2")
     axes[0, 0].legend(fontsize=8)
-    fig.suptitle("PSS vs PCV, ICLP-QR, epsilon = 1")
-    return save_figure(fig, out_dir, f"{NAME}_fig1_pss_pcv.png")
+    fig.suptitle(title)
+    return save_figure(fig, out_dir, name)
+
+
+def _figure_mechanisms(cells: pd.DataFrame, config: sim.SimConfig, variant: str, out_dir: Path) -> str:
+    sub = cells[(cells.config == config.name) & (cells.variant == variant)]
+    return _mse_panels(sub, tuple((est, sim.LABELS[est]) for est in sim.MECHANISMS),
+                       f"{config.label}; {variant} pipeline, epsilon = 1", out_dir,
+                       f"{NAME}_fig2_{config.name}_{variant}.png")
+
+
+def _figure_pcv(cells: pd.DataFrame, out_dir: Path) -> str:
+    sub = cells[(cells.config == sim.MAIN) & (cells.variant == "exact")]
+    return _mse_panels(sub, (("iclp_qr", "ICLP-QR, PSS"), ("pcv", "ICLP-QR, PCV (not DP)")),
+                       "PSS vs PCV, ICLP-QR, epsilon = 1", out_dir, f"{NAME}_fig1_pss_pcv.png")
 
 
 def _ratio(cells: pd.DataFrame, config: str, num: tuple[str, str], den: tuple[str, str]) -> pd.DataFrame:

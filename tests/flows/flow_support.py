@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import yaml
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
@@ -27,6 +29,22 @@ def write_config(tmp_path: Path, example: Path, *, data: Path | None = None, pre
     path = tmp_path / f"{prefix}-{len(list(tmp_path.glob(f'{prefix}-*.yaml')))}.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path
+
+
+def partition_parquet(source: Path, dest: Path, unit: str, parts: int, row_group_size: int,
+                      order: list[str] | None = None) -> Path:
+    """Split a long table by unit into ``parts`` Parquet files (disjoint unit ranges, small row groups).
+
+    ``order`` sorts each file's rows (e.g. by unit then time) for a source that is not in streaming order.
+    """
+    df = pd.read_parquet(source)
+    dest.mkdir()
+    for i, part in enumerate(np.array_split(np.sort(df[unit].unique()), parts)):
+        sub = df[df[unit].isin(part)]
+        if order is not None:
+            sub = sub.sort_values(order, kind="stable")
+        sub.to_parquet(dest / f"part-{i}.parquet", row_group_size=row_group_size, index=False)
+    return dest
 
 
 def release(config: Path, out: Path, ledger: str, release_id: str) -> int:

@@ -16,6 +16,7 @@ from prefect import flow
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import TaskRunFilter, TaskRunFilterName
 
+from flow_support import partition_parquet
 from fdp.flows.cli import main
 from fdp.flows.config import load_config
 from fdp.tasks.streaming import stream_curves
@@ -34,13 +35,7 @@ def cluster() -> Iterator[LocalCluster]:
 @pytest.fixture
 def partitioned(tmp_path: Path) -> Path:
     """The electricity data split by unit into 4 files (each sorted by unit) with small row groups."""
-    df = pd.read_parquet(DATA)
-    d = tmp_path / "electricity"
-    d.mkdir()
-    units = np.sort(df["monday_index"].unique())
-    for i, part in enumerate(np.array_split(units, 4)):
-        df[df["monday_index"].isin(part)].to_parquet(d / f"part-{i}.parquet", row_group_size=500, index=False)
-    return d
+    return partition_parquet(DATA, tmp_path / "electricity", "monday_index", 4, 500)
 
 
 @flow(persist_result=False)

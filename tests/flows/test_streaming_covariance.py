@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from prefect import flow
 
-from flow_support import REPO, release, write_config
+from flow_support import REPO, partition_parquet, release, write_config
 from fdp.flows.config import load_config
 from fdp.tasks import clip_curves, load_curves
 from fdp.tasks.covariance import center_curves, covariance_center
@@ -27,13 +27,7 @@ DATA = REPO / "examples" / "data" / "electricity_monday.parquet"
 @pytest.fixture
 def partitioned(tmp_path: Path) -> Path:
     """The electricity data split by unit into 3 files (each sorted by unit) with small row groups."""
-    df = pd.read_parquet(DATA)
-    d = tmp_path / "electricity"
-    d.mkdir()
-    units = np.sort(df["monday_index"].unique())
-    for i, part in enumerate(np.array_split(units, 3)):
-        df[df["monday_index"].isin(part)].to_parquet(d / f"part-{i}.parquet", row_group_size=500, index=False)
-    return d
+    return partition_parquet(DATA, tmp_path / "electricity", "monday_index", 3, 500)
 
 
 @flow(persist_result=False)

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from prefect import flow
 
-from flow_support import REPO, release, write_config
+from flow_support import REPO, partition_parquet, release, write_config
 from fdp.flows.config import load_config
 from fdp.tasks import clip_curves, load_curves
 from fdp.tasks.covariance import center_curves
@@ -29,14 +29,7 @@ DATA = REPO / "examples" / "data" / "berkeley_growth.parquet"
 @pytest.fixture
 def partitioned(tmp_path: Path) -> Path:
     """The growth data split by child into 3 files (each sorted by child) with small row groups."""
-    df = pd.read_parquet(DATA)
-    d = tmp_path / "growth"
-    d.mkdir()
-    units = np.sort(df["child_id"].unique())
-    for i, part in enumerate(np.array_split(units, 3)):
-        sub = df[df["child_id"].isin(part)].sort_values(["child_id", "age_years"], kind="stable")
-        sub.to_parquet(d / f"part-{i}.parquet", row_group_size=100, index=False)
-    return d
+    return partition_parquet(DATA, tmp_path / "growth", "child_id", 3, 100, order=["child_id", "age_years"])
 
 
 @flow(persist_result=False)
