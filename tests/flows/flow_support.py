@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -45,6 +46,19 @@ def partition_parquet(source: Path, dest: Path, unit: str, parts: int, row_group
             sub = sub.sort_values(order, kind="stable")
         sub.to_parquet(dest / f"part-{i}.parquet", row_group_size=row_group_size, index=False)
     return dest
+
+
+def memory_and_local_manifests(tmp_path: Path, example: Path, data: Path, partitioned: Path) -> tuple[dict, dict]:
+    """Release ``example`` in memory (on ``data``) and streamed (``engine: local`` on ``partitioned``); both manifests.
+
+    Outputs go to ``tmp_path/m`` and ``tmp_path/s``; both runs charge one ledger in ``tmp_path``.
+    """
+    ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
+    mem_cfg = write_config(tmp_path, example, data=data)
+    loc_cfg = write_config(tmp_path, example, data=partitioned, engine={"name": "local", "chunk_rows": 1000})
+    assert release(mem_cfg, tmp_path / "m", ledger, "m") == 0
+    assert release(loc_cfg, tmp_path / "s", ledger, "s") == 0
+    return tuple(json.loads((tmp_path / d / "manifest.json").read_text()) for d in ("m", "s"))  # type: ignore[return-value]
 
 
 def release(config: Path, out: Path, ledger: str, release_id: str) -> int:

@@ -3,7 +3,6 @@ the in-memory path's sufficient statistics, the same plan and noise scale; confi
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +10,7 @@ import pandas as pd
 import pytest
 from prefect import flow
 
-from flow_support import REPO, partition_parquet, release, write_config
+from flow_support import REPO, memory_and_local_manifests, partition_parquet, write_config
 from fdp.flows.config import load_config
 from fdp.tasks import clip_curves, load_curves
 from fdp.tasks.covariance import center_curves, covariance_center
@@ -54,13 +53,7 @@ def test_streamed_covariance_statistics_equal_the_in_memory_records(tmp_path: Pa
 
 
 def test_covariance_release_on_the_local_engine_matches_the_memory_plan(tmp_path: Path, partitioned: Path) -> None:
-    ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
-    mem_cfg = write_config(tmp_path, EXAMPLE, data=DATA)
-    loc_cfg = write_config(tmp_path, EXAMPLE, data=partitioned, engine={"name": "local", "chunk_rows": 1000})
-    assert release(mem_cfg, tmp_path / "m", ledger, "m") == 0
-    assert release(loc_cfg, tmp_path / "s", ledger, "s") == 0
-    m = json.loads((tmp_path / "m" / "manifest.json").read_text())
-    s = json.loads((tmp_path / "s" / "manifest.json").read_text())
+    m, s = memory_and_local_manifests(tmp_path, EXAMPLE, DATA, partitioned)
     assert s["n"] == m["n"] == 508
     assert s["sensitivity"] == m["sensitivity"] and s["noise"] == m["noise"]  # same plan, same noise scale
     assert s["parameters"] == m["parameters"]
