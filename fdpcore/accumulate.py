@@ -27,9 +27,8 @@ from fdpcore._typing import ArrayLike, NDArrayFloat
 from fdpcore.bernstein import bernstein_interpolation_matrix, clip_sup
 from fdpcore.covariance import CovariancePlan, _upper, iclp_qr_covariance_coefficients
 from fdpcore.errors import DomainError, InternalError
-from fdpcore.estimators import frl_mean_coefficients, iclp_ar_mean_coefficients, iclp_qr_mean_coefficients
 from fdpcore.regression import FosrPlan, fosr_whitened
-from fdpcore.release import MeanPlan
+from fdpcore.release import MeanPlan, whitened_from_mean_coefficients
 
 __all__ = [
     "QUANTUM_BITS",
@@ -375,21 +374,12 @@ def summarise_mean_sums(sums: CurveSums, plan: MeanPlan) -> NDArrayFloat:
     grid = plan.basis.grid
     if len(sums.sum) != grid.size:
         raise DomainError(f"sums has {len(sums.sum)} grid values but the grid has {grid.size}")
-    lam = plan.basis.eigenvalues
     if plan.estimator == "bernstein":
         k = plan.lattice_k if plan.lattice_k is not None else 0
         r = bernstein_interpolation_matrix(grid.grid_points, grid.domain_range, k)
         out: NDArrayFloat = r @ sums.mean_sup()
         return out
-    xbar = plan.basis.coefficients(sums.mean()[None, :])[0]
-    if plan.estimator == "frl":
-        return frl_mean_coefficients(xbar, plan.n_basis if plan.n_basis is not None else 0)
-    eta = plan.eta if plan.eta is not None else float("nan")
-    psi = plan.psi if plan.psi is not None else float("nan")
-    if plan.estimator == "iclp_ar":
-        d = plan.recolour.shape[0] if plan.recolour is not None else 0
-        return iclp_ar_mean_coefficients(xbar, lam, eta=eta, psi=psi)[:d] / np.sqrt(lam[:d])
-    return iclp_qr_mean_coefficients(xbar, lam, eta=eta, psi=psi) / np.sqrt(lam)
+    return whitened_from_mean_coefficients(plan.basis.coefficients(sums.mean()[None, :])[0], plan)
 
 
 def summarise_covariance_sums(sums: CurveSums, plan: CovariancePlan) -> NDArrayFloat:

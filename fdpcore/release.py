@@ -86,6 +86,7 @@ __all__ = [
     "release_mean",
     "select_mean_parameters",
     "summarise_mean",
+    "whitened_from_mean_coefficients",
 ]
 
 #: Mean estimators and the formula id of the sensitivity that sets their noise.
@@ -621,7 +622,6 @@ def summarise_mean(clipped_curves: ArrayLike, plan: MeanPlan) -> NDArrayFloat:
     if plan.pending:
         raise DomainError("the plan's parameters are not selected yet; run select_mean_parameters first")
     x = _checked(clipped_curves, plan)
-    lam = plan.basis.eigenvalues
     if plan.estimator == "bernstein":
         k = plan.lattice_k if plan.lattice_k is not None else 0
         b = plan.sup_clip if plan.sup_clip is not None else float("nan")
@@ -629,7 +629,24 @@ def summarise_mean(clipped_curves: ArrayLike, plan: MeanPlan) -> NDArrayFloat:
         clipped, _ = clip_sup(x, b)
         r = bernstein_interpolation_matrix(grid.grid_points, grid.domain_range, k)
         return (clipped @ r.T).mean(axis=0)
-    xbar = plan.basis.coefficients(x).mean(axis=0)
+    return whitened_from_mean_coefficients(plan.basis.coefficients(x).mean(axis=0), plan)
+
+
+def whitened_from_mean_coefficients(xbar: NDArrayFloat, plan: MeanPlan) -> NDArrayFloat:
+    """The eigen-coefficient summaries' pre-noise whitened coordinates from the mean coefficients ``xbar``.
+
+    FRL, ICLP-AR and ICLP-QR (MATH.md §4.1-§4.3) depend on the records only through the mean of their
+    eigen-coefficients, so the in-memory path (:func:`summarise_mean`) and the streaming path
+    (:func:`fdpcore.accumulate.summarise_mean_sums`) share this step. Not for Bernstein (its summary is
+    on the lattice, not the eigenbasis).
+
+    >>> from fdpcore.grids import midpoint_grid
+    >>> p = plan_mean_release(midpoint_grid(20), {"name": "matern", "nu": 1.5, "rho": 0.1}, n=2, tau=1.0,
+    ...                       epsilon=1.0, estimator="frl", n_basis=2, secure=False)
+    >>> whitened_from_mean_coefficients(np.array([0.5, -0.25, 0.1, 0.0]), p).tolist()
+    [0.5, -0.25]
+    """
+    lam = plan.basis.eigenvalues
     if plan.estimator == "frl":
         return frl_mean_coefficients(xbar, plan.n_basis if plan.n_basis is not None else 0)
     eta = plan.eta if plan.eta is not None else float("nan")
