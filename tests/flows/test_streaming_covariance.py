@@ -1,5 +1,5 @@
 """Covariance release on a streaming engine (`engine.name: local`): exact sums and outer products chunk by chunk give
-the in-memory path's sufficient statistics, the same plan and noise scale; config rules."""
+the in-memory path's sufficient statistics, the same plan and noise scale; the streaming config rule (Parquet only) for covariance and FoSR."""
 
 from __future__ import annotations
 
@@ -62,9 +62,13 @@ def test_covariance_release_on_the_local_engine_matches_the_memory_plan(tmp_path
     assert surface.shape == (48 * 48,) and np.all(np.isfinite(surface))
 
 
-def test_streaming_covariance_needs_parquet(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("example", "data"), [
+    (EXAMPLE, DATA),
+    (REPO / "examples" / "growth_fosr.yaml", REPO / "examples" / "data" / "berkeley_growth.parquet"),
+], ids=["covariance", "fosr"])
+def test_streaming_needs_parquet(tmp_path: Path, example: Path, data: Path) -> None:
     csv = tmp_path / "x.csv"
-    pd.read_parquet(DATA).to_csv(csv, index=False)
-    cfg = write_config(tmp_path, EXAMPLE, data=csv, dataset__format="csv", engine={"name": "local"})
+    pd.read_parquet(data).to_csv(csv, index=False)
+    cfg = write_config(tmp_path, example, data=csv, dataset__format="csv", engine={"name": "local"})
     with pytest.raises(ConfigError, match="streams Parquet only"):
         load_config(cfg)

@@ -18,7 +18,6 @@ from fdp.tasks.mean import release_grid
 from fdp.tasks.regression import fosr_reference, load_covariates, plan_fosr, summarise_fosr_data, summarise_fosr_stream
 from fdp.tasks.streaming import stream_curves
 from fdpcore.accumulate import accumulate_curves
-from fdpcore.errors import ConfigError
 from fdpcore.regression import clip_covariates
 
 EXAMPLE = REPO / "examples" / "growth_fosr.yaml"
@@ -76,14 +75,6 @@ def test_fosr_release_on_the_local_engine_matches_the_memory_plan(tmp_path: Path
     out = pd.read_parquet(tmp_path / "s" / "release.parquet")
     assert list(out.columns) == ["t", "t_source", "beta_intercept", "beta_sex"] and len(out) == 31
     assert np.all(np.isfinite(out[["beta_intercept", "beta_sex"]].to_numpy()))
-
-
-def test_streaming_fosr_needs_parquet(tmp_path: Path) -> None:
-    csv = tmp_path / "x.csv"
-    pd.read_parquet(DATA).to_csv(csv, index=False)
-    cfg = write_config(tmp_path, EXAMPLE, data=csv, dataset__format="csv", engine={"name": "local"})
-    with pytest.raises(ConfigError, match="streams Parquet only"):
-        load_config(cfg)
 
 
 def test_streaming_fosr_refuses_an_unsorted_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
