@@ -1,5 +1,6 @@
 """Covariance release on a streaming engine (`engine.name: local`): exact sums and outer products chunk by chunk give
-the in-memory path's sufficient statistics, the same plan and noise scale; the streaming config rule (Parquet only) for covariance and FoSR."""
+the in-memory path's sufficient statistics, the same plan and noise scale; the streaming config rule (Parquet
+only) for covariance and FoSR."""
 
 from __future__ import annotations
 
