@@ -8,12 +8,10 @@ import numpy as np
 from pydantic import Field, field_validator, model_validator
 
 from fdp.schemas._base import Frozen, Internal, PositiveFloat
-from fdp.schemas.config import BudgetSpec, ClippingSpec, DatasetSpec, GridSpec, PrivacySpec
+from fdp.schemas.config import BudgetSpec, ClippingSpec, DatasetSpec, GridSpec, PrivacySpec, kernel_mapping
 from fdp.schemas.engine import EngineSpec, check_engine_fields
 from fdp.schemas.fpca import ReferenceCurveSpec
 from fdp.schemas.records import BudgetSplit, OutputFile, PrivacyRecord, Provenance
-from fdpcore.errors import DomainError
-from fdpcore.kernels import kernel_spec
 from fdpcore.tuning import PSS_RULES
 
 __all__ = [
@@ -36,13 +34,6 @@ CONTRIBUTION_RULE = (
     "one record (no group-privacy factor)"
 )
 
-
-def kernel_mapping(v: dict[str, Any]) -> dict[str, Any]:
-    """Validate a 1-D noise-kernel mapping (the same one the mean release uses)."""
-    try:
-        return kernel_spec(v).as_dict()
-    except DomainError as exc:
-        raise ValueError(str(exc)) from None
 
 
 class RegularisationSpec(Frozen):

@@ -12,10 +12,8 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from fdp.schemas._base import Frozen, PositiveFloat
-from fdp.schemas.config import BudgetSpec, GridSpec, PrivacySpec
+from fdp.schemas.config import BudgetSpec, GridSpec, PrivacySpec, kernel_mapping
 from fdp.schemas.kde import PointDatasetSpec, _unit_grid
-from fdpcore.errors import DomainError
-from fdpcore.kernels import kernel_spec
 
 __all__ = ["ErmDatasetSpec", "ErmReleaseConfig"]
 
@@ -43,18 +41,9 @@ class ErmReleaseConfig(Frozen):
     privacy: PrivacySpec
     budget: BudgetSpec
 
-    @field_validator("grid")
-    @classmethod
-    def _grid_on_unit_box(cls, v: GridSpec) -> GridSpec:
-        return _unit_grid(v)
+    _grid_on_unit_box = field_validator("grid")(classmethod(lambda cls, v: _unit_grid(v)))
 
-    @field_validator("kernel")
-    @classmethod
-    def _kernel_ok(cls, v: dict[str, Any]) -> dict[str, Any]:
-        try:
-            return kernel_spec(v).as_dict()
-        except DomainError as exc:
-            raise ValueError(str(exc)) from None
+    _kernel_ok = field_validator("kernel")(classmethod(lambda cls, v: kernel_mapping(v)))
 
     @model_validator(mode="after")
     def _fields(self) -> ErmReleaseConfig:

@@ -87,10 +87,7 @@ class KdeReleaseConfig(Frozen):
     privacy: PrivacySpec
     budget: BudgetSpec
 
-    @field_validator("grid")
-    @classmethod
-    def _grid_on_unit_box(cls, v: GridSpec) -> GridSpec:
-        return _unit_grid(v)
+    _grid_on_unit_box = field_validator("grid")(classmethod(lambda cls, v: _unit_grid(v)))
 
     @model_validator(mode="after")
     def _mechanism_fields(self) -> KdeReleaseConfig:

@@ -8,8 +8,8 @@ import numpy as np
 from pydantic import Field, field_validator, model_validator
 
 from fdp.schemas._base import Frozen, Internal, PositiveFloat
-from fdp.schemas.config import BudgetSpec, ClippingSpec, DatasetSpec, GridSpec, PrivacySpec
-from fdp.schemas.covariance import RegularisationSpec, kernel_mapping
+from fdp.schemas.config import BudgetSpec, ClippingSpec, DatasetSpec, GridSpec, PrivacySpec, kernel_mapping
+from fdp.schemas.covariance import RegularisationSpec
 from fdp.schemas.engine import EngineSpec, check_engine_fields
 from fdp.schemas.fpca import ReferenceCurveSpec
 from fdp.schemas.records import BudgetSplit, OutputFile, PrivacyRecord, Provenance
