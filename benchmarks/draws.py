@@ -35,8 +35,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: experiments/ is importable
 
 from experiments.timing_table1 import noise_draws as _draws  # noqa: E402  (shared with the results report)
-from fdpcore import eigen  # noqa: E402
-from fdpcore.grids import midpoint_grid  # noqa: E402
+from fdpcore.basis import eigen  # noqa: E402
+from fdpcore.basis.grids import midpoint_grid  # noqa: E402
 from fdpcore.io.eigencache import DiskEigenCache  # noqa: E402
 
 KERNELS = {"matern32": {"name": "matern", "nu": 1.5, "rho": 0.1}, "exponential": {"name": "matern", "nu": 0.5, "rho": 0.1}}

@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from fdpcore.hrw import OnlineGPReleaser, OUBridgeReleaser
+from fdpcore.summaries.hrw import OnlineGPReleaser, OUBridgeReleaser
 
 
 def _run(releaser: OnlineGPReleaser | OUBridgeReleaser, xs: np.ndarray, blocks: int = 4) -> list[float]:

@@ -99,9 +99,9 @@ def run_baseline(files: list[Path]) -> dict[str, Any]:
 
 def run_fdp(files: list[Path]) -> dict[str, Any]:
     import fdpcore.io.streaming as streaming
-    from fdpcore.accumulate import summarise_mean_sums
-    from fdpcore.grids import midpoint_grid
-    from fdpcore.release import draw_mean_release, plan_mean_release
+    from fdpcore.basis.grids import midpoint_grid
+    from fdpcore.data.accumulate import summarise_mean_sums
+    from fdpcore.summaries.mean import draw_mean_release, plan_mean_release
 
     stages: dict[str, float] = {}
 
@@ -141,7 +141,7 @@ def run_dask(files: list[Path], workers: int) -> dict[str, Any]:
     from distributed import Client, LocalCluster
 
     import fdpcore.io.streaming as streaming
-    from fdpcore.grids import midpoint_grid
+    from fdpcore.basis.grids import midpoint_grid
 
     spec = streaming.StreamSpec("unit", "t", "y", (0.0, 1.0), midpoint_grid(K), TAU, chunk_rows=CHUNK)
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \

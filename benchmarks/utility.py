@@ -5,11 +5,11 @@ L2 error (source units, over ``--draws`` independent releases) of
 
 * **default** — what a user gets without tuning anything: ``clipping: {tau: auto}`` (10 % of epsilon on
   the DP quantile of the record norms, drawn afresh for every release), the default tuning rule
-  ``risk_prior`` (``fdpcore.tuning.risk_prior_iclp_qr``) for the ICLP-QR mean; the public
+  ``risk_prior`` (``fdpcore.privacy.tuning.risk_prior_iclp_qr``) for the ICLP-QR mean; the public
   ``value_offset``/``value_scale`` are those of the shipped example configs (electricity) or a public
   a-priori level (growth, below). With ``--offset-auto`` also ``value_offset: auto``.
 * **oracle** — NOT private, for reference only: ``tau`` = the largest record norm (no clipping bias),
-  ``(eta, psi)`` the best pair on a grid (``eta`` in ``fdpcore.tuning.RISK_ETAS`` plus ``1 + 1/beta`` and
+  ``(eta, psi)`` the best pair on a grid (``eta`` in ``fdpcore.privacy.tuning.RISK_ETAS`` plus ``1 + 1/beta`` and
   ``1 + 2/beta``, ``psi = 10^(k/4)`` for ``k = -48..0``), chosen by the exact expected error (squared
   shrinkage bias on these data plus the expected noise energy), then measured over the same draws.
 * the previous default (``exact_balanced``, fixed ``tau``) for comparison, where a fixed ``tau`` exists.
@@ -37,16 +37,16 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from fdpcore.autoparams import record_norms
-from fdpcore.covariance import release_covariance
-from fdpcore.eigen import weighted_eigenbasis
+from fdpcore.basis.eigen import weighted_eigenbasis
+from fdpcore.basis.grids import Grid, grid_from_nodes, midpoint_grid
+from fdpcore.basis.kernels import decay_rate, kernel_spec
+from fdpcore.data.preprocess import clip_l2
 from fdpcore.errors import PrivacyParameterError
-from fdpcore.grids import Grid, grid_from_nodes, midpoint_grid
-from fdpcore.kernels import decay_rate, kernel_spec
-from fdpcore.preprocess import clip_l2
-from fdpcore.regression import release_fosr
-from fdpcore.release import auto_public_choices, draw_mean_release, plan_mean_release, release_mean, summarise_mean
-from fdpcore.tuning import RISK_ETAS
+from fdpcore.noise.quantiles import record_norms
+from fdpcore.privacy.tuning import RISK_ETAS
+from fdpcore.summaries.covariance import release_covariance
+from fdpcore.summaries.fosr import release_fosr
+from fdpcore.summaries.mean import auto_public_choices, draw_mean_release, plan_mean_release, release_mean, summarise_mean
 
 ROOT = Path(__file__).resolve().parents[1]
 EPSILONS = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0)
@@ -161,7 +161,7 @@ def mean_rows(data: Data, epsilons: tuple[float, ...], draws: int, offset_auto: 
 
 def _offset_auto_rmse(data: Data, eps: float, draws: int, rng: np.random.Generator) -> float:
     """RMSE (source units) with value_offset: auto (5 %) and tau: auto (10 %), the rest for the mean."""
-    from fdpcore.autoparams import draw_public_choice, record_levels
+    from fdpcore.noise.quantiles import draw_public_choice, record_levels
 
     grid = data.grid
     n = data.raw.shape[0]
@@ -188,8 +188,8 @@ def _offset_auto_rmse(data: Data, eps: float, draws: int, rng: np.random.Generat
 
 
 def covariance_rows(epsilons: tuple[float, ...], draws: int, seed: int) -> list[list[str]]:
-    """Electricity covariance as in examples/electricity_covariance.yaml (public centre 1500 MW, scale 1000 MW,
-    tau_c = 0.5, PSD projection): RMSE (MW^2, weighted L2 on T x T) against the non-private second moment of the
+    """Electricity covariance as in examples/electricity_covariance.yaml (public centre 1500 MW, scale 1000 MW, tau_c = 0.5, PSD projection): RMSE (MW^2, weighted L2 on T x T) against the non-private second moment of the.
+
     unclipped centred curves, for the default rule (risk_prior) and the example's exact_free.
     """
     rng = np.random.default_rng(seed)
@@ -223,9 +223,7 @@ def _growth_fosr() -> tuple[np.ndarray, np.ndarray, Grid, dict[str, object]]:
 
 
 def fosr_rows(epsilons: tuple[float, ...], draws: int, seed: int) -> list[list[str]]:
-    """Growth FoSR as in examples/growth_fosr.yaml (tau_Y = 1, B = 1, intercept): RMSE (cm, sum over the two
-    coefficient curves of the weighted L2 error) against the non-private OLS of the unclipped data, default rule.
-    """
+    """Growth FoSR as in examples/growth_fosr.yaml (tau_Y = 1, B = 1, intercept): RMSE (cm, sum over the two coefficient curves of the weighted L2 error) against the non-private OLS of the unclipped data, default rule."""
     rng = np.random.default_rng(seed)
     y, z, grid, kernel = _growth_fosr()
     x = np.hstack([np.ones_like(z), z])

@@ -2,7 +2,7 @@
 
 fdpcore has no FRL density estimator and MATH.md derives no FRL KDE sensitivity. The experiments
 build one from library pieces without new mathematics: each record (a point, snapped to its nearest
-grid node as ``fdpcore.kde`` snaps) contributes the curve ``f_i = kappa k_h(., x_i)`` on the grid; the
+grid node as ``fdpcore.summaries.kde`` snaps) contributes the curve ``f_i = kappa k_h(., x_i)`` on the grid; the
 density estimate is the mean of these curves, and the FRL release of that mean is exactly the
 library's FRL mean release (``plan_mean_release(..., estimator="frl")``) on records whose norm is at
 most ``tau = max_j ||kappa k_h(., t_j)||_W`` over the grid nodes (public: grid, kernel and bandwidth
@@ -16,9 +16,9 @@ import math
 
 import numpy as np
 
-from fdpcore.grids import Grid
-from fdpcore.kernels import kernel_matrix
-from fdpcore.release import MeanPlan, plan_mean_release, whitened_from_mean_coefficients
+from fdpcore.basis.grids import Grid
+from fdpcore.basis.kernels import kernel_matrix
+from fdpcore.summaries.mean import MeanPlan, plan_mean_release, whitened_from_mean_coefficients
 
 
 def bumps(grid: Grid, bandwidth: float) -> np.ndarray:

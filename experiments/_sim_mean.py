@@ -26,14 +26,20 @@ import numpy as np
 
 from experiments._util import PAPER_AR_RULE, paper_ar_tuning
 from experiments.reference import MEAN_SIMULATION_SCENARIOS, MEAN_SIMULATION_SETTINGS
-from fdpcore.bernstein import bernstein_interpolation_matrix, clip_sup
-from fdpcore.eigen import Eigenbasis, weighted_eigenbasis
-from fdpcore.estimators import frl_mean_coefficients, iclp_ar_mean_coefficients, iclp_qr_mean_coefficients
-from fdpcore.gaussian import calibrate_gaussian
-from fdpcore.grids import Grid, midpoint_grid
-from fdpcore.mechanisms import calibrate_iclp
-from fdpcore.preprocess import clip_l2
-from fdpcore.release import MeanPlan, plan_mean_release, select_mean_parameters
+from fdpcore.basis.eigen import Eigenbasis, weighted_eigenbasis
+from fdpcore.basis.grids import Grid, midpoint_grid
+from fdpcore.data.preprocess import clip_l2
+from fdpcore.noise.bernstein import bernstein_interpolation_matrix, clip_sup
+from fdpcore.noise.gaussian import calibrate_gaussian
+from fdpcore.noise.iclp import calibrate_iclp
+from fdpcore.summaries.mean import (
+    MeanPlan,
+    frl_mean_coefficients,
+    iclp_ar_mean_coefficients,
+    iclp_qr_mean_coefficients,
+    plan_mean_release,
+    select_mean_parameters,
+)
 
 NDArray = np.ndarray
 PAPER = MEAN_SIMULATION_SETTINGS.rows

@@ -10,7 +10,7 @@ the Adelaide electricity curves -- ICLP-QR at total epsilon in ``EPSILONS`` in f
 * ``exact PSS``: the earlier default (``exact_balanced``, exact sensitivity), same fixed tau;
 * ``default tuning``: the library's default rule at run time (``DEFAULT_RULES['iclp_qr']``), same tau;
 * ``new defaults``: ``tau: auto`` (a DP quantile of the record norms bought with a share of the
-  same total epsilon, ``fdpcore.autoparams``; drawn with OpenDP) and the default rule.
+  same total epsilon, ``fdpcore.noise.quantiles``; drawn with OpenDP) and the default rule.
 
 Metric: E||mu~ - mu||^2 = ||mu^ - mu||^2 + E||noise||^2 (exact over the mean's noise; ``mu`` = the
 true mean mu_0 in the simulation, the unclipped sample mean for electricity, so clipping bias counts),
@@ -40,18 +40,18 @@ PIPELINES = ("paper", "exact PSS", "default tuning", "new defaults")
 
 
 def available() -> bool:
-    """Whether the library has the issue-16 defaults (``fdpcore.autoparams``)."""
-    return importlib.util.find_spec("fdpcore.autoparams") is not None
+    """Whether the library has the issue-16 defaults (``fdpcore.noise.quantiles``)."""
+    return importlib.util.find_spec("fdpcore.noise.quantiles") is not None
 
 
 def _errors(curves: np.ndarray, grid, kernel: dict, target: np.ndarray, epsilon: float, tau_fixed: float,
             rng: np.random.Generator) -> dict[str, tuple[float, float, str]]:
     """(MSE, tau used, parameters) of each pipeline on one data set."""
-    from fdpcore.autoparams import draw_public_choice, record_norms
-    from fdpcore.mechanisms import calibrate_iclp
-    from fdpcore.preprocess import clip_l2
-    from fdpcore.release import auto_public_choices, plan_mean_release, summarise_mean
-    from fdpcore.tuning import DEFAULT_RULES
+    from fdpcore.data.preprocess import clip_l2
+    from fdpcore.noise.iclp import calibrate_iclp
+    from fdpcore.noise.quantiles import draw_public_choice, record_norms
+    from fdpcore.privacy.tuning import DEFAULT_RULES
+    from fdpcore.summaries.mean import auto_public_choices, plan_mean_release, summarise_mean
 
     n = curves.shape[0]
     out: dict[str, tuple[float, float, str]] = {}
@@ -123,11 +123,11 @@ def measure(reps: int, seed: int, *, epsilons=EPSILONS, n_sim: int = N_SIM, scen
 def run(out_dir: Path, reps: int, seed: int, **kw: object) -> str:
     """The section body (or a statement that the defaults are not in the library yet)."""
     if not available():
-        return ("Not run: the library has no `fdpcore.autoparams` (issue 16's `tau: auto` and default tuning were not "
+        return ("Not run: the library has no `fdpcore.noise.quantiles` (issue 16's `tau: auto` and default tuning were not "
                 "on main when this report was generated).")
     table = measure(reps, seed, **kw)  # type: ignore[arg-type]
     csv = save_csv(table, out_dir, f"{NAME}_mse.csv")
-    from fdpcore.tuning import DEFAULT_RULES
+    from fdpcore.privacy.tuning import DEFAULT_RULES
 
     rows = []
     for (data, eps), g in table.groupby(["data", "epsilon"], sort=False):

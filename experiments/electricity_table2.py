@@ -8,7 +8,7 @@ of 1000 MW, half-hour k at midpoint (k - 1/2)/48 of [0, 1]) and clipped record-w
 ``Xbar`` is the non-private mean of the clipped curves (internal to the experiment, never released).
 
 For each Matérn kernel (nu = 1.5, 2.5; rho = 0.1), epsilon in {1/8, ..., 4} and mechanism (FRL,
-ICLP-AR, ICLP-QR, Bernstein) two versions run through the library's mean plans (``fdpcore.release``):
+ICLP-AR, ICLP-QR, Bernstein) two versions run through the library's mean plans (``fdpcore.summaries.mean``):
 
 * ``exact``: the library's default PSS rule and the exact (tightened) sensitivity;
 * ``paper``: the paper-side PSS rule and noise calibrated with the paper's sensitivity
@@ -43,10 +43,10 @@ from experiments._util import (
     verdict_word,
 )
 from experiments.reference import ICLP_TABLE2_DTI, ICLP_TABLE2_ELECTRICITY
-from fdpcore.grids import Grid, midpoint_grid
-from fdpcore.mechanisms import calibrate_iclp
-from fdpcore.preprocess import clip_l2
-from fdpcore.release import MeanPlan, draw_mean_release, plan_mean_release, summarise_mean
+from fdpcore.basis.grids import Grid, midpoint_grid
+from fdpcore.data.preprocess import clip_l2
+from fdpcore.noise.iclp import calibrate_iclp
+from fdpcore.summaries.mean import MeanPlan, draw_mean_release, plan_mean_release, summarise_mean
 
 TITLE = "Electricity mean release over epsilon ([ICLP-v2] Table 2)"
 NAME = "electricity_table2"

@@ -1,6 +1,6 @@
 """How many Gibbs sweeps the FPCA chains need: split R-hat over Haar-started chains (MATH.md §10.5).
 
-Runs :func:`fdpcore.fpca.gibbs_diagnostic` on the Berkeley-growth matrices A of ``fpca_table1.py``
+Runs :func:`fdpcore.summaries.fpca.gibbs_diagnostic` on the Berkeley-growth matrices A of ``fpca_table1.py``
 (both preprocessings, k = 2, 3, every epsilon) and on a synthetic data set of the same size
 (93 curves, public scale; no real data), and reports the first checkpoint after which
 R-hat stays below 1.01. This is a methodologist's check of the public burn-in; diagnostics on
@@ -24,7 +24,7 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fpca_table1 import EPSILONS, RESULTS, growth_curves  # noqa: E402
 
-from fdpcore.fpca import (  # noqa: E402
+from fdpcore.summaries.fpca import (  # noqa: E402
     fpca_basis,
     fpca_bingham_parameter,
     fpca_coefficients,

@@ -39,8 +39,8 @@ import pandas as pd  # noqa: E402
 
 from experiments._util import md_table, save_csv, standalone  # noqa: E402
 from experiments.fpca_table1 import growth_curves  # noqa: E402
-from fdpcore.bingham import sample_matrix_bingham  # noqa: E402
-from fdpcore.fpca import (  # noqa: E402
+from fdpcore.noise.bingham import sample_matrix_bingham  # noqa: E402
+from fdpcore.summaries.fpca import (  # noqa: E402
     draw_fpca_components,
     fpca_basis,
     fpca_bingham_parameter,

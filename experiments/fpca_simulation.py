@@ -10,7 +10,7 @@ stated). The paper rescales so that ``||X_i||^2 < 1`` without saying how; we div
 ``TAU`` and clip record-wise to 1 (MATH.md §13.6: per-record clipping).
 
 Mechanism: the library's exponential mechanism ``p(V) ∝ etr(V^T A V)`` with ``A`` from
-``fdpcore.fpca.fpca_bingham_parameter`` (exact sensitivity tau^2 = 1), the m = 40 Fourier basis and
+``fdpcore.summaries.fpca.fpca_bingham_parameter`` (exact sensitivity tau^2 = 1), the m = 40 Fourier basis and
 ``Sigma = diag(j^-3)`` as [AKRS]; k = 1 is drawn exactly (``sample_matrix_bingham``; no burn-in needed).
 Metrics: variance ratio and projection distance ``1/2 ||P~ - P^||_F^2`` to the sample's top component,
 over ``reps`` independent data sets (paper: 10 repetitions).
@@ -28,10 +28,10 @@ import pandas as pd
 
 from experiments._sim_mean import fourier_basis
 from experiments._util import Verdict, fmt, md_table, save_csv, save_figure, standalone, verdict_word
-from fdpcore.bingham import sample_matrix_bingham
-from fdpcore.fpca import fpca_bingham_parameter, projection_distance, top_components, variance_ratio
-from fdpcore.grids import midpoint_grid
-from fdpcore.preprocess import clip_l2
+from fdpcore.basis.grids import midpoint_grid
+from fdpcore.data.preprocess import clip_l2
+from fdpcore.noise.bingham import sample_matrix_bingham
+from fdpcore.summaries.fpca import fpca_bingham_parameter, projection_distance, top_components, variance_ratio
 
 TITLE = "Private FPCA simulation ([AKRS] Figs. 2-3)"
 NAME = "fpca_simulation"
@@ -87,9 +87,7 @@ def measure(reps: int, seed: int, *, ns: Sequence[int], epsilons: Sequence[float
 
 
 def trend_verdict(ends: Sequence[tuple[float, float, float, float]]) -> str:
-    """``ends`` = (distance, SE) at the smallest and at the largest n, per epsilon. Confirmed: the distance at the
-    largest n is below that at the smallest by more than 2 combined SE at every epsilon; partly: at half of them.
-    """
+    """``ends`` = (distance, SE) at the smallest and at the largest n, per epsilon. Confirmed: the distance at the largest n is below that at the smallest by more than 2 combined SE at every epsilon; partly: at half of them."""
     ok = [b < a and (a - b) > 2 * math.hypot(sa, sb) for a, sa, b, sb in ends]
     return verdict_word(all(ok), 2 * sum(ok) >= len(ok))
 

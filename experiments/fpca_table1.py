@@ -51,8 +51,10 @@ from experiments.reference import (  # noqa: E402
     AKRS_TABLE1_VARIANCE_RATIO,
     AKRS_TABLE2_PROJECTION_DISTANCE,
 )
-from fdpcore.bingham import sample_matrix_bingham  # noqa: E402
-from fdpcore.fpca import (  # noqa: E402
+from fdpcore.basis.grids import grid_from_nodes  # noqa: E402
+from fdpcore.data.preprocess import clip_l2  # noqa: E402
+from fdpcore.noise.bingham import sample_matrix_bingham  # noqa: E402
+from fdpcore.summaries.fpca import (  # noqa: E402
     fpca_basis,
     fpca_bingham_parameter,
     fpca_coefficients,
@@ -63,8 +65,6 @@ from fdpcore.fpca import (  # noqa: E402
     variance_ratio,
     variance_ratio_paper,
 )
-from fdpcore.grids import grid_from_nodes  # noqa: E402
-from fdpcore.preprocess import clip_l2  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "examples" / "data" / "berkeley_growth.parquet"

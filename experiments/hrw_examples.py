@@ -4,11 +4,11 @@
 
 * KDE (Fig. 1): n = 100 points from a two-normal mixture centred at 0.3 and 0.7 (weights and sd not
   stated; we use 1/2 each and sd 0.1, truncated to [0, 1]), Gaussian kernel h = 0.1, (alpha, beta) =
-  (epsilon, delta) = (1, 0.1), the GP evaluated on 1000 equispaced points: ``fdpcore.kde`` mechanism
+  (epsilon, delta) = (1, 0.1), the GP evaluated on 1000 equispaced points: ``fdpcore.summaries.kde`` mechanism
   ``hall_gp`` (exact compact-domain sensitivity, MATH.md §8.2; the paper's bound recorded next to it).
 * Kernel SVM (Fig. 3): hinge loss, Gaussian kernel, 2-D points (data, kernel width and
   regularisation not stated in MATH.md; we use two Gaussian classes centred at (0.35, 0.35) and
-  (0.65, 0.65), sd 0.12, n = 400, length scale 0.2, psi = 0.05, a 30 x 30 grid): ``fdpcore.erm``
+  (0.65, 0.65), sd 0.12, n = 400, length scale 0.2, psi = 0.05, a 30 x 30 grid): ``fdpcore.summaries.erm``
   with the GP mechanism at (1, 0.1), and the ICLP mechanism at epsilon = 1 for comparison. Metric:
   test accuracy (fresh sample of 2000) of the sign of the released function at each point's node.
 Fig. 2 (the Sobolev mechanism) is not run: fdpcore has no Sobolev-space release.
@@ -25,9 +25,9 @@ import pandas as pd
 from scipy import stats
 
 from experiments._util import Verdict, fmt, md_table, save_csv, save_figure, standalone, verdict_word
-from fdpcore.erm import plan_erm_release, summarise_erm
-from fdpcore.grids import midpoint_grid
-from fdpcore.kde import draw_point_release, plan_kde_release, summarise_kde
+from fdpcore.basis.grids import midpoint_grid
+from fdpcore.summaries.erm import plan_erm_release, summarise_erm
+from fdpcore.summaries.kde import draw_point_release, plan_kde_release, summarise_kde
 
 TITLE = "[HRW] worked examples: GP kernel density and kernel SVM (MATH.md §13.7)"
 NAME = "hrw_examples"

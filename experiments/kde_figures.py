@@ -9,10 +9,10 @@
   Bernstein k in {5, 10}.
 
 Bandwidth h = n^(-1/(4+d)) (``tuning.kde.bandwidth@1``), epsilon = 1 (not stated; §13.2). ICLP-QR
-runs through ``fdpcore.kde`` (plan, snapped summary, whitened Laplace draws) twice: with the exact
+runs through ``fdpcore.summaries.kde`` (plan, snapped summary, whitened Laplace draws) twice: with the exact
 grid sensitivity (``sensitivity.kde.iclp_qr.exact_grid@1``) and with the paper's printed bound
 (``sensitivity.kde.iclp_qr.paper@1``, which is not a valid bound when M_K < 1, §14 item 10).
-Bernstein (``fdpcore.bernstein.bernstein_mechanism``) noises the ordinary KDE on the lattice with
+Bernstein (``fdpcore.noise.bernstein.bernstein_mechanism``) noises the ordinary KDE on the lattice with
 diffpriv's rule L x Delta_inf, Delta_inf from the sup-clip rule with B = kappa k_h(0)
 (``sensitivity.mean.bernstein.sup_exact@1``: each point's bump lies in [0, B]).
 All on the unit-scaled domain; densities are per unit of the unit box.
@@ -32,12 +32,12 @@ from scipy import stats
 
 from experiments._frl_density import frl_density_plan, frl_density_summary
 from experiments._util import Verdict, fmt, md_table, save_csv, save_figure, standalone, verdict_word
-from fdpcore.bernstein import bernstein_basis, bernstein_lattice, bernstein_mechanism, bernstein_sensitivity
-from fdpcore.grids import midpoint_grid
-from fdpcore.kde import PointPlan, draw_point_release, kde_bandwidth, plan_kde_release, summarise_kde
-from fdpcore.kernels import kernel_matrix
-from fdpcore.mechanisms import calibrate_iclp
-from fdpcore.release import draw_mean_release
+from fdpcore.basis.grids import midpoint_grid
+from fdpcore.basis.kernels import kernel_matrix
+from fdpcore.noise.bernstein import bernstein_basis, bernstein_lattice, bernstein_mechanism, bernstein_sensitivity
+from fdpcore.noise.iclp import calibrate_iclp
+from fdpcore.summaries.kde import PointPlan, draw_point_release, kde_bandwidth, plan_kde_release, summarise_kde
+from fdpcore.summaries.mean import draw_mean_release
 
 TITLE = "Private kernel density estimates in 1-D and 2-D ([ICLP] §6.2)"
 NAME = "kde_figures"

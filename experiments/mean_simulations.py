@@ -33,9 +33,13 @@ import pandas as pd  # noqa: E402
 from experiments import _sim_mean as sim  # noqa: E402
 from experiments._util import Verdict, fmt, md_table, save_csv, save_figure, standalone, verdict_word  # noqa: E402
 from experiments.reference import MEAN_SIMULATION_FINDINGS, MEAN_SIMULATION_SETTINGS  # noqa: E402
-from fdpcore.release import PCV_FOLDS, PSI_GRID, draw_mean_release  # noqa: E402
-from fdpcore.selection import split_sizes  # noqa: E402
-from fdpcore.sensitivity import iclp_qr_weights  # noqa: E402
+from fdpcore.noise.selection import split_sizes  # noqa: E402
+from fdpcore.summaries.mean import (  # noqa: E402
+    PCV_FOLDS,
+    PSI_GRID,
+    draw_mean_release,
+    iclp_qr_weights,  # noqa: E402
+)
 
 TITLE = "Mean-function simulations (ICLP §6.1, Figs. 1-2)"
 NAME = "mean_simulations"
@@ -78,7 +82,14 @@ def run(out_dir: Path, reps: int, seed: int, *, n_values: Sequence[int] = sim.N_
         out_dir: folder for the figures and CSVs (``mean_simulations_*``).
         reps: replicate data sets per cell (the paper uses 100).
         seed: seed of all simulated data and of the Monte-Carlo noise (NumPy, simulation only).
-        n_values, configs, grid_size, mc_draws, pcv, bootstrap: smaller settings for tests.
+        n_values: sample sizes of the cells.
+        configs: names of the configurations to run (the main one must be among them).
+        grid_size: number of grid points.
+        mc_draws: Monte-Carlo noise draws per replicate.
+        pcv: also run the (non-private) PCV tuning for comparison.
+        bootstrap: bootstrap resamples of the standard errors.
+        eps_reps: replicates of the epsilon sweep (default ``reps``).
+        eps_values: the epsilon values of the sweep.
     """
     if reps < 1:
         raise ValueError(f"reps ({reps}) must be >= 1")
@@ -620,7 +631,7 @@ def _report(out_dir: Path, chosen: list[sim.SimConfig], cells: pd.DataFrame, per
              "(small: the Matérn eigenfunctions are close to sinusoids, so most of its energy lies in the first few "
              "dozen)"],
             ["FRL basis", "not stated", "the first M eigenfunctions of the trace-normalised ICLP kernel (Matérn) on "
-             "the grid, the same basis as ICLP-AR/QR (`fdpcore.release`, estimator `frl`)"],
+             "the grid, the same basis as ICLP-AR/QR (`fdpcore.summaries.mean`, estimator `frl`)"],
             ["normalisation, tau", "\"normalizing\" only",
              f"not stated in the paper; we use Y_i = X_i / tau with tau = ||mu_0|| + {sim.TAU_MARGIN:g} "
              "(from the design, never the sample), clip ||Y_i|| <= 1, run every mechanism with tau = 1 (PSS "

@@ -8,7 +8,7 @@ Data: ``examples/data/un_mortality_2015_2020.parquet`` (WPP 2019 deaths by age g
 number of deaths (``deaths_thousands`` x 1000, rounded), and each death is one point, its age at
 death. The table gives only the age group, so a group's deaths are spread evenly over the one-year
 grid cells of the group (ages ``[age_start, age_end)``; a point's age is its cell's midpoint),
-i.e. each death is snapped to a node as ``fdpcore.kde`` snaps every point. Ages 0-105 are mapped to
+i.e. each death is snapped to a node as ``fdpcore.summaries.kde`` snaps every point. Ages 0-105 are mapped to
 the unit interval. The KDE summary is then the library's ``kde_iclp_coefficients`` applied to the
 weighted node histogram (identical to feeding the ``n`` snapped points one by one, which the tests
 check on a small table).
@@ -39,11 +39,11 @@ import pandas as pd
 from experiments._frl_density import frl_density_plan, frl_density_summary
 from experiments._util import Verdict, fmt, md_table, save_csv, save_figure, standalone, verdict_word
 from experiments.reference import ICLP_TABLE3_MORTALITY
-from fdpcore.bernstein import bernstein_basis, bernstein_lattice, bernstein_mechanism, bernstein_sensitivity
-from fdpcore.grids import midpoint_grid
-from fdpcore.kde import draw_point_release, kde_bandwidth, kde_iclp_coefficients, plan_kde_release
-from fdpcore.kernels import kernel_matrix
-from fdpcore.release import draw_mean_release
+from fdpcore.basis.grids import midpoint_grid
+from fdpcore.basis.kernels import kernel_matrix
+from fdpcore.noise.bernstein import bernstein_basis, bernstein_lattice, bernstein_mechanism, bernstein_sensitivity
+from fdpcore.summaries.kde import draw_point_release, kde_bandwidth, kde_iclp_coefficients, plan_kde_release
+from fdpcore.summaries.mean import draw_mean_release
 
 TITLE = "Private age-at-death densities by region ([ICLP-v2] Table 3)"
 NAME = "mortality_kde"

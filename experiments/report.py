@@ -222,10 +222,10 @@ def _defaults_note(names: list[str]) -> list[str]:
     """The issue-20 comparison of the new defaults with the papers' rules, when it is not in this run."""
     if "defaults_vs_paper" in names:
         return []
-    if importlib.util.find_spec("fdpcore.autoparams") is None:
+    if importlib.util.find_spec("fdpcore.noise.quantiles") is None:
         return ["The new defaults of the utility work (`tau: auto`, `risk_prior` tuning; issue 16) side by side with the "
                 "papers' rules at equal total ε: not run, because they were not on main when this report was generated "
-                "(no `fdpcore.autoparams`)."]
+                "(no `fdpcore.noise.quantiles`)."]
     return ["The new defaults of the utility work side by side with the papers' rules: not in this run (`--only`)."]
 
 

@@ -21,7 +21,8 @@ from fdp.tasks import load_curves
 from fdp.tasks.mean import release_grid
 from fdp.tasks.regression import load_covariates
 
-from fdpcore.covariance import (
+from fdpcore.data.preprocess import clip_l2
+from fdpcore.summaries.covariance import (
     covariance_surface,
     draw_covariance_release,
     empirical_covariance_coefficients,
@@ -30,9 +31,7 @@ from fdpcore.covariance import (
     psd_projection,
     summarise_covariance,
 )
-from fdpcore.fpca import reference_on_grid
-from fdpcore.preprocess import clip_l2
-from fdpcore.regression import (
+from fdpcore.summaries.fosr import (
     clip_covariates,
     design_matrix,
     draw_fosr_release,
@@ -40,6 +39,7 @@ from fdpcore.regression import (
     plan_fosr_release,
     summarise_fosr,
 )
+from fdpcore.summaries.fpca import reference_on_grid
 
 REPO = Path(__file__).resolve().parents[1]
 

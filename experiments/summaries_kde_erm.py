@@ -16,9 +16,9 @@ import numpy as np
 from fdp.flows.config import load_config
 from fdp.tasks.kde import point_axes
 
-from fdpcore.erm import plan_erm_release, summarise_erm
 from fdpcore.io.points import read_point_table
-from fdpcore.kde import draw_point_release, plan_kde_release, summarise_kde
+from fdpcore.summaries.erm import plan_erm_release, summarise_erm
+from fdpcore.summaries.kde import draw_point_release, plan_kde_release, summarise_kde
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 CONFIGS = ["kde_1d.yaml", "kde_1d_hall.yaml", "kde_2d.yaml", "erm_ridge.yaml", "erm_logistic.yaml", "erm_svm_2d.yaml"]

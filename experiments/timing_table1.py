@@ -30,11 +30,11 @@ import pandas as pd
 
 from experiments._util import Verdict, fmt, md_table, save_csv, save_figure, standalone, verdict_word
 from experiments.reference import ICLP_TABLE1_TIMING
-from fdpcore import eigen
-from fdpcore.gaussian import calibrate_gaussian, sample_gaussian_whitened
-from fdpcore.grids import midpoint_grid
-from fdpcore.kernels import kernel_matrix
-from fdpcore.mechanisms import calibrate_iclp, sample_laplace_whitened
+from fdpcore.basis import eigen
+from fdpcore.basis.grids import midpoint_grid
+from fdpcore.basis.kernels import kernel_matrix
+from fdpcore.noise.gaussian import calibrate_gaussian, sample_gaussian_whitened
+from fdpcore.noise.iclp import calibrate_iclp, sample_laplace_whitened
 
 TITLE = "Draw timing: ICLP vs GP ([ICLP] Table 1)"
 NAME = "timing_table1"

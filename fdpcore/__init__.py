@@ -3,10 +3,23 @@
 The library of fdp, usable without Prefect. Math modules are pure (numpy, scipy,
 OpenDP for sampling); I/O lives in :mod:`fdpcore.io` and the budget ledger in
 :mod:`fdpcore.ledger`. The specification is MATH.md; formula ids are listed in
-:mod:`fdpcore.formulas`.
+:mod:`fdpcore.privacy.formulas`.
 """
 
-from fdpcore.eigen import Eigenbasis, weighted_eigenbasis
+from fdpcore.basis.eigen import Eigenbasis, weighted_eigenbasis
+from fdpcore.basis.grids import Grid, grid_from_nodes, midpoint_grid
+from fdpcore.basis.kernels import kernel_matrix, kernel_spec
+from fdpcore.basis.norms import cameron_martin_norm, one_c_norm, power_kernel, power_norm, power_trace
+from fdpcore.basis.tensor import (
+    SeparableKernel,
+    TensorEigenbasis,
+    TensorGrid,
+    sample_iclp_field,
+    separable_kernel,
+    tensor_eigenbasis,
+    tensor_grid,
+)
+from fdpcore.data.preprocess import align_long, clip_l2
 from fdpcore.errors import (
     BudgetExceededError,
     ConfigError,
@@ -16,21 +29,8 @@ from fdpcore.errors import (
     InternalError,
     PrivacyParameterError,
 )
-from fdpcore.grids import Grid, grid_from_nodes, midpoint_grid
-from fdpcore.hrw import OnlineGPReleaser, OUBridgeReleaser, release_hrw_batch
-from fdpcore.kernels import kernel_matrix, kernel_spec
-from fdpcore.norms import cameron_martin_norm, one_c_norm, power_kernel, power_norm, power_trace
-from fdpcore.preprocess import align_long, clip_l2
-from fdpcore.release import MeanPlan, MeanRelease, plan_mean_release, release_mean
-from fdpcore.tensor import (
-    SeparableKernel,
-    TensorEigenbasis,
-    TensorGrid,
-    sample_iclp_field,
-    separable_kernel,
-    tensor_eigenbasis,
-    tensor_grid,
-)
+from fdpcore.summaries.hrw import OnlineGPReleaser, OUBridgeReleaser, release_hrw_batch
+from fdpcore.summaries.mean import MeanPlan, MeanRelease, plan_mean_release, release_mean
 
 __version__ = "0.1.0"
 

@@ -6,7 +6,7 @@ characters. Such an id is one path segment (no ``/``, no ``..`` component, no ne
 control character), so it can name a folder, a Prefect run and a ledger row, and it prints as one
 line in every table.
 
-The size limits were measured on the development host (README "Limits"; 2 cores, 24 GB): a mean
+The size limits were measured on the development host (docs/cli.md, "Identifiers and limits"; 2 cores, 24 GB): a mean
 release at K grid points holds a few K x K float64 arrays and one dense eigendecomposition
 (O(K^3)); measured with ``benchmarks/grid_limit.py``: K = 2000 10 s / 331 MB, K = 3000 40 s /
 561 MB, K = 4000 504 s / 883 MB with other jobs sharing the cores. :data:`MAX_GRID_POINTS` = 4000

@@ -83,8 +83,7 @@ def announce(manifest: dict[str, Any], job_name: str, out_dir: str, ledger_url: 
 
 
 class Progress:
-    """A Prefect progress artifact that follows one release through its stages (visible in the UI), and a
-    progress line on standard error for the terminal that runs ``fdp release``.
+    """A Prefect progress artifact that follows one release through its stages (visible in the UI), and a progress line on standard error for the terminal that runs ``fdp release``.
 
     Descriptions name stages only — never a count or value computed from the data.
     """

@@ -606,13 +606,13 @@ def _explain_failure(exc: Exception, ledger: Ledger, rid: str, before: Any, othe
 
 
 def _next_step(url: str, rid: str) -> str:
-    """The crash-table row (README "Audit") for the state the ledger holds for ``rid``."""
+    """The crash-table row (docs/audit.md) for the state the ledger holds for ``rid``."""
     try:
         record = Ledger(url, read_only=True).get(rid)
     except (LedgerError, OSError) as exc:
         if "does not exist" in str(exc):
             return f"release {rid!r}: nothing was charged (the ledger was not created yet). Run again"
-        return (f"the ledger cannot be read now; `fdp audit show {rid}` says what it holds (README \"Audit\", crash "
+        return (f"the ledger cannot be read now; `fdp audit show {rid}` says what it holds (docs/audit.md, crash "
                 "table); `fdp audit verify` checks it")
     if record is None or record.state == "cancelled":
         return f"release {rid!r}: nothing was charged. Run again"
@@ -645,7 +645,7 @@ def _unexpected(exc: BaseException) -> str:
 
 
 def _serve(configs: list[str], cron: str, ledger_url: str | None, out_root: str, notify: str | None = None) -> int:
-    """Deploy one ``scheduled-release/<series>`` per config and run them until stopped (README "Operations")."""
+    """Deploy one ``scheduled-release/<series>`` per config and run them until stopped (docs/operations.md)."""
     url = ledger_url or default_ledger_url()
     served: dict[str, tuple[str, Any, str]] = {}  # series -> (config path, config, config sha256)
     for path in configs:
@@ -663,7 +663,7 @@ def _serve(configs: list[str], cron: str, ledger_url: str | None, out_root: str,
     if not PREFECT_API_URL.value():
         raise ReleaseFailure(
             "fdp serve needs a running Prefect server whose scheduler creates the runs: start one "
-            "(`prefect server start`) and set PREFECT_API_URL (README \"Operations\")")
+            "(`prefect server start`) and set PREFECT_API_URL (docs/operations.md)")
     _check_prefect_api()
     from fdp.flows.scheduled import scheduled_release
     from prefect import serve
@@ -824,7 +824,7 @@ _SERIES_ID = re.compile(r"^(?P<series>.+?)-(?P<month>\d{4}-(0[1-9]|1[0-2]))(?P<s
 
 
 def _calendar(dataset: str | None, as_json: bool, ledger_url: str | None) -> int:
-    """Series x month from the ledger: the monthly check at a glance (README "Operations")."""
+    """Series x month from the ledger: the monthly check at a glance (docs/operations.md)."""
     ledger = Ledger(ledger_url or default_ledger_url())
     rows = []
     for r in ledger.releases(dataset):
@@ -854,9 +854,7 @@ READ_ONLY_AUDIT = ("verify", "list", "show", "export", "head")
 
 
 def _read_only_ledger(url: str) -> Ledger:
-    """The ledger opened read-only; an older schema is migrated first when the file may be written (one audited
-    step, as any writing command would), else the error says what to do.
-    """
+    """The ledger opened read-only; an older schema is migrated first when the file may be written (one audited step, as any writing command would), else the error says what to do."""
     db = sqlalchemy.engine.make_url(url).database if url.startswith("sqlite") else None
     if db and not db.startswith("file:") and db != ":memory:" and not Path(db).exists():
         return Ledger(url)  # no ledger yet: an empty one, as before (nothing to protect)
@@ -914,7 +912,7 @@ def _audit(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------------- audit: what an auditor reads and
-# the evidence kept outside the database (README "Audit"; fdpcore/ledger/_evidence.py)
+# the evidence kept outside the database (docs/audit.md; fdpcore/ledger/_evidence.py)
 
 #: Columns of ``fdp audit export`` (CSV header; the JSON objects have the same keys).
 EXPORT_COLUMNS = ("seq", "at", "actor", "host", "event", "dataset_id", "release_id", "state", "summary", "period",

@@ -104,7 +104,7 @@ def init_config(  # noqa: PLR0913 - one argument per command-line option
         lines += ["n_components: 1          # PUBLIC: number of principal components released",
                   "basis: {n_basis: 5}      # PUBLIC: smooth basis the components are drawn in"]
     if summary == "fosr":
-        lines.append("covariates:             # scalar columns, constant within a unit (numeric here; see README for "
+        lines.append("covariates:             # scalar columns, constant within a unit (numeric here; see docs/summaries/fosr.md for "
                      "categorical encodings)")
         lines += [f"  - name: {_q(c)}" for c in covariates or []]
         lines += ["intercept: true",

@@ -2,7 +2,7 @@
 
 :func:`interrupts` turns SIGINT and SIGTERM into :class:`Interrupted` (so no ``KeyboardInterrupt``
 traceback is printed; the CLI catches it and prints the crash-table next step for the state the
-ledger reached, README "Audit"). Prefect replaces the SIGTERM handler while a flow runs (its own
+ledger reached, docs/audit.md). Prefect replaces the SIGTERM handler while a flow runs (its own
 raises ``TerminationSignal``, which the CLI treats the same way).
 
 A Python signal handler runs only when the main thread next executes Python code; a release stuck
@@ -39,9 +39,7 @@ class Interrupted(KeyboardInterrupt):
 
 
 def exit_code(exc: BaseException) -> int | None:
-    """128 + signal number for an interrupt (``KeyboardInterrupt``, :class:`Interrupted`, Prefect's
-    ``TerminationSignal``), else None.
-    """
+    """128 + signal number for an interrupt (``KeyboardInterrupt``, :class:`Interrupted`, Prefect's ``TerminationSignal``), else None."""
     signum = getattr(exc, "signum", None) or getattr(exc, "signal", None)
     if isinstance(signum, int) and type(exc).__name__ in ("Interrupted", "TerminationSignal"):
         return 128 + signum
@@ -56,8 +54,7 @@ def _raise(signum: int, frame: FrameType | None) -> None:
 
 @contextlib.contextmanager
 def interrupts(advice: Callable[[int], str]) -> Iterator[None]:
-    """Within the block, SIGINT/SIGTERM raise :class:`Interrupted`; a watchdog ends the process with
-    ``advice(signum)`` on stderr if it has not ended :data:`GRACE_SECONDS` after the signal.
+    """Within the block, SIGINT/SIGTERM raise :class:`Interrupted`; a watchdog ends the process with ``advice(signum)`` on stderr if it has not ended :data:`GRACE_SECONDS` after the signal.
 
     Only from the main thread (elsewhere the block runs unchanged).
     """

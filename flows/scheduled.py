@@ -20,7 +20,7 @@ exhausted, the run fails with the budget message (visible in the Prefect UI), an
 A run that ends *Failed* or *Crashed* posts a notification to the webhook ``notify_url`` (``fdp serve
 --notify URL`` or ``$FDP_NOTIFY_URL``) through Prefect's ``CustomWebhookNotificationBlock``, from a
 flow-run state hook (:func:`notify_failure`): it names the series, the month, the ledger state and
-budget of that month and the next step of README "Operations" — never data, never the error text.
+budget of that month and the next step of docs/operations.md — never data, never the error text.
 A hook runs in the run's own process, so a process killed outright (``kill -9``) sends nothing: the
 next run of the release marks it *Crashed* (:func:`fdp.tasks.ledger.attach_flow_run`).
 """
@@ -43,7 +43,7 @@ from fdpcore.ledger import Ledger, current_period, default_ledger_url
 __all__ = ["DEFAULT_CRON", "NEXT_STEP", "failure_message", "notify_failure", "release_calendar", "scheduled_release",
            "scheduled_run_name"]
 
-#: The next step for each ledger state of a failed run (README "Operations", "Recovering a failed run").
+#: The next step for each ledger state of a failed run (docs/operations.md, "Recovering a failed run").
 NEXT_STEP = {
     "none": "nothing was charged: fix the cause shown in the run's message, then trigger the deployment again",
     "reserved": "no noise was drawn: trigger the deployment again (it resumes without a second charge) or "
@@ -97,7 +97,7 @@ def failure_message(series: str, period: str, state_name: str, ledger_url: str |
     step = NEXT_STEP.get(ledger_state, NEXT_STEP["none"]).format(release_id=release_id, period=period)
     return (f"fdp: scheduled release {release_id} (series {series}, month {period}) ended {state_name}. "
             f"Ledger: {'no entry' if record is None else ledger_state}. Budget: {budget_text}. Next step: {step} "
-            "(README \"Operations\", Recovering a failed run).")
+            "(docs/operations.md, Recovering a failed run).")
 
 
 def notify_failure(flow: Any, run: Any, state: Any) -> None:

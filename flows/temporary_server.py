@@ -182,9 +182,7 @@ def _prctl() -> Any:
 
 
 def _die_with(parent: int, prctl: Any) -> None:
-    """In the server's child process, before exec: ask Linux to send SIGKILL when fdp dies (even by
-    ``kill -9``, when ``atexit`` never runs), so no orphaned server keeps its port and database.
-    """
+    """In the server's child process, before exec: ask Linux to send SIGKILL when fdp dies (even by ``kill -9``, when ``atexit`` never runs), so no orphaned server keeps its port and database."""
     if prctl is not None:
         prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent:  # fdp died before the request took effect

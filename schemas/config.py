@@ -9,11 +9,11 @@ from fdp.schemas._base import Frozen, PositiveFloat
 from fdp.schemas.engine import EngineSpec, check_engine_fields
 from pydantic import Field, field_validator, model_validator
 
-from fdpcore.autoparams import CENTRE_CANDIDATES, DEFAULT_CENTRE_SHARE, DEFAULT_TAU_SHARE
+from fdpcore.basis.kernels import kernel_spec
 from fdpcore.errors import DomainError
-from fdpcore.kernels import kernel_spec
 from fdpcore.limits import ID_MAX_LENGTH, ID_PATTERN, MAX_GRID_POINTS
-from fdpcore.tuning import PSS_RULES_BY_ESTIMATOR
+from fdpcore.noise.quantiles import CENTRE_CANDIDATES, DEFAULT_CENTRE_SHARE, DEFAULT_TAU_SHARE
+from fdpcore.privacy.tuning import PSS_RULES_BY_ESTIMATOR
 
 __all__ = [
     "BudgetSpec", "ClippingSpec", "DatasetSpec", "GridSpec", "MeanClippingSpec", "MeanDatasetSpec", "PrivacySpec",
@@ -126,7 +126,7 @@ class MeanClippingSpec(ClippingSpec):
 
     tau: PositiveFloat | Literal["auto"] = Field(  # type: ignore[assignment]
         description="L2 clipping radius tau (MATH.md §1.7) on the rescaled curves, or 'auto': a DP quantile of the "
-        "records' norms bought with tau_share of privacy.epsilon (fdpcore.autoparams)",
+        "records' norms bought with tau_share of privacy.epsilon (fdpcore.noise.quantiles)",
     )
     tau_share: float = Field(
         DEFAULT_TAU_SHARE, gt=0, le=0.5, description="tau 'auto' only: share of privacy.epsilon (default 0.1; raised "
@@ -150,7 +150,7 @@ class MeanClippingSpec(ClippingSpec):
 class TuningSpec(Frozen):
     """How the estimator's parameters are set: fixed, a PSS rule, DP selection, or (non-private) PCV.
 
-    ``rule``: a PSS rule of the estimator (``fdpcore.tuning.PSS_RULES_BY_ESTIMATOR``; default the
+    ``rule``: a PSS rule of the estimator (``fdpcore.privacy.tuning.PSS_RULES_BY_ESTIMATOR``; default the
     tightened one), ``dp_select`` (exponential mechanism, MATH.md §5.3, costs ``select_epsilon`` out of
     ``privacy.epsilon``) or ``pcv`` (MATH.md §5.2, **not** differentially private: only with
     ``non_private: true``). Fixed parameters (``eta``+``psi``, ``n_basis``, ``lattice_k``) replace the rule.
@@ -234,7 +234,7 @@ class BudgetSpec(Frozen):
 
 
 class ReleaseSeriesSpec(Frozen):
-    """The release series a config publishes on a schedule (``fdp serve``; README "Operations")."""
+    """The release series a config publishes on a schedule (``fdp serve``; docs/operations.md)."""
 
     name: str | None = Field(
         None, min_length=1, max_length=80, pattern=SERIES_NAME_PATTERN,

@@ -20,7 +20,7 @@ from fdp.schemas.fpca import ReferenceCurveSpec
 from fdp.schemas.records import AuditCommitment, BudgetSplit, OutputFile, PrivacyRecord, Provenance
 from pydantic import Field, field_validator, model_validator
 
-from fdpcore.tuning import PSS_RULES, RISK_RULES
+from fdpcore.privacy.tuning import PSS_RULES, RISK_RULES
 
 __all__ = [
     "CONTRIBUTION_RULE",
@@ -35,7 +35,7 @@ __all__ = [
     "RegularisationSpec",
 ]
 
-#: The per-unit bounding rule of every curve release (fdpcore.preprocess.align_long), published in the manifest.
+#: The per-unit bounding rule of every curve release (fdpcore.data.preprocess.align_long), published in the manifest.
 CONTRIBUTION_RULE = (
     "average: all curves of one privacy unit (dataset.curve_column) are aligned and averaged into one record "
     "before centring and clipping, so each unit contributes exactly one record and the sensitivity is that of "

@@ -1,7 +1,7 @@
 """Execution engine of a release: in memory (default), streaming in this process, or streaming on Dask.
 
 The engine changes how the sufficient statistics are computed, never what is released: the
-streaming engines accumulate exact integer sums (``fdpcore.accumulate``), so ``local`` and
+streaming engines accumulate exact integer sums (``fdpcore.data.accumulate``), so ``local`` and
 ``dask`` give bit-identical pre-noise summaries for any partition of the data, and both agree with
 ``memory`` to the lattice resolution (below ``2^-39 tau`` per grid value). Same plan, same
 sensitivity, same noise.
@@ -57,7 +57,7 @@ def check_engine_fields(engine: EngineSpec, fmt: str, tuning_rule: str | None) -
 
 
 class StreamBatch(Internal):
-    """Exact sufficient statistics of a streamed dataset (an ``fdpcore.accumulate.CurveSums``; memory only)."""
+    """Exact sufficient statistics of a streamed dataset (an ``fdpcore.data.accumulate.CurveSums``; memory only)."""
 
     sums: Any
     n_samples: int

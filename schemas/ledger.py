@@ -14,7 +14,7 @@ from fdp.schemas.config import BudgetSpec
 from fdp.schemas.records import BudgetSplit, Provenance
 from pydantic import Field, model_validator
 
-from fdpcore.accounting import exact
+from fdpcore.privacy.accounting import exact
 
 __all__ = [
     "BudgetAmount", "ChargeRequest", "LedgerEntry", "LedgerProvenance", "PeriodBudget", "PrivacyBudget", "RemainingAmount",
@@ -62,9 +62,7 @@ class BudgetAmount(Frozen):
 
 
 class RemainingAmount(Frozen):
-    """What is left of a budget or allowance: negative when more was spent than it allows now (a ledger from
-    before allowances were checked against spending; ``fdp budget set`` refuses to make one).
-    """
+    """What is left of a budget or allowance: negative when more was spent than it allows now (a ledger from before allowances were checked against spending; ``fdp budget set`` refuses to make one)."""
 
     epsilon: float
     delta: float

@@ -77,7 +77,7 @@ class Provenance(Frozen):
 
 
 class AuditCommitment(Frozen):
-    """The ledger's audit chain at publication (README "Audit"; ``fdp audit verify --against``).
+    """The ledger's audit chain at publication (docs/audit.md; ``fdp audit verify --against``).
 
     Taken in the transaction that publishes the release: ``seq``/``head`` are the chain's last
     entry before the release's own ``release.published`` entry (entry ``seq + 1``, which records

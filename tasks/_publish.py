@@ -19,10 +19,10 @@ from fdp.tasks._plots import curves_png
 from fdp.tasks.planning import BAND_LEVEL, expected_l2_error, noise_band
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
+from fdpcore.data.preprocess import to_source_units
 from fdpcore.errors import DataError, InternalError
 from fdpcore.io.files import publish_directory
-from fdpcore.preprocess import to_source_units
-from fdpcore.release import SENSITIVITY_NORMS, MeanPlan
+from fdpcore.summaries.mean import SENSITIVITY_NORMS, MeanPlan
 
 RELEASE_FILE = "release.parquet"
 PLOT_FILE = "release.png"
@@ -190,9 +190,7 @@ def public_release(
 
 
 def write_release(public: dict[str, Any], out_dir: Path) -> dict[str, Any]:
-    """Publish the files and ``manifest.json`` as the directory ``out_dir``, atomically: a reader sees all
-    of them or none (:func:`fdpcore.io.files.publish_directory`).
-    """
+    """Publish the files and ``manifest.json`` as the directory ``out_dir``, atomically: a reader sees all of them or none (:func:`fdpcore.io.files.publish_directory`)."""
     files = {name: base64.b64decode(b64) for name, b64 in public["files"].items()}
     files[MANIFEST_FILE] = (json.dumps(public["manifest"], indent=2, sort_keys=False) + "\n").encode()
     try:

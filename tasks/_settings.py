@@ -34,9 +34,7 @@ _QUIET = _NoTracebackForExpectedErrors()
 
 
 def quiet_expected_tracebacks() -> None:
-    """Log fdp's own errors (:class:`~fdpcore.errors.FdpError`) without a traceback, in this process (the CLI,
-    or a Dask worker running a task); idempotent.
-    """
+    """Log fdp's own errors (:class:`~fdpcore.errors.FdpError`) without a traceback, in this process (the CLI, or a Dask worker running a task); idempotent."""
     for name in ("prefect.flow_runs", "prefect.task_runs", "distributed.worker"):
         logger = logging.getLogger(name)
         if _QUIET not in logger.filters:

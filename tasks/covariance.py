@@ -32,9 +32,12 @@ from fdp.tasks.ledger import close_release, mark_noised, provenance
 from fdp.tasks.planning import covariance_plan, expected_l2_error, release_grid
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
-from fdpcore.accounting import compose_pure
-from fdpcore.accumulate import summarise_covariance_sums
-from fdpcore.covariance import (
+from fdpcore.data.accumulate import summarise_covariance_sums
+from fdpcore.data.preprocess import to_source_units
+from fdpcore.errors import ConfigError
+from fdpcore.ledger import Ledger
+from fdpcore.privacy.accounting import compose_pure
+from fdpcore.summaries.covariance import (
     covariance_surface,
     covariance_weights,
     draw_covariance_release,
@@ -42,10 +45,7 @@ from fdpcore.covariance import (
     psd_projection,
     summarise_covariance,
 )
-from fdpcore.errors import ConfigError
-from fdpcore.fpca import reference_on_grid
-from fdpcore.ledger import Ledger
-from fdpcore.preprocess import to_source_units
+from fdpcore.summaries.fpca import reference_on_grid
 
 EIGEN_FILE = "eigenfunctions.parquet"
 

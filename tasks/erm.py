@@ -12,8 +12,8 @@ from fdp.tasks.kde import public_point_release, publish_point_release
 from fdp.tasks.ledger import provenance
 from fdp.tasks.planning import erm_plan
 
-from fdpcore.erm import summarise_erm
-from fdpcore.kde import PointPlan
+from fdpcore.summaries.erm import summarise_erm
+from fdpcore.summaries.kde import PointPlan
 
 WHAT = {"ridge": "kernel ridge regression function", "logistic": "logistic regression function",
         "hinge": "support vector machine decision function"}

@@ -28,13 +28,13 @@ from fdp.tasks.planning import fpca_plan, release_grid
 from threadpoolctl import threadpool_limits
 
 import fdpcore
-from fdpcore.fpca import (
+from fdpcore.data.preprocess import to_source_units
+from fdpcore.summaries.fpca import (
     FpcaPlan,
     draw_fpca_components,
     fpca_gram,
     reference_on_grid,
 )
-from fdpcore.preprocess import to_source_units
 
 PLOT_FILE = "components.png"
 

@@ -23,7 +23,7 @@ from fdp.tasks.planning import expected_l2_error, kde_plan, noise_band, point_ax
 
 __all__ = ["load_points", "plan_kde", "point_axes", "public_point_release", "publish_kde", "publish_point_release"]
 from fdpcore.io.points import read_point_table
-from fdpcore.kde import PointPlan, draw_point_release, summarise_kde
+from fdpcore.summaries.kde import PointPlan, draw_point_release, summarise_kde
 
 NOISE_TEXT = {
     "laplace": ("Laplace on whitened KL coefficients (ICLP): coefficient j ~ Lap(whitened_scale * sqrt(lambda_j)), "

@@ -12,10 +12,10 @@ from fdp.tasks.ledger import close_release, mark_noised, period_and_budget, prov
 from fdp.tasks.planning import mean_plan, mean_public_choices, release_grid
 
 import fdpcore
-from fdpcore.autoparams import PublicChoice, draw_public_choice, record_levels, record_norms
+from fdpcore.data.preprocess import align_long, clip_l2, rescale_long
 from fdpcore.io import read_long_table
-from fdpcore.preprocess import align_long, clip_l2, rescale_long
-from fdpcore.release import draw_mean_release, select_mean_parameters, summarise_mean
+from fdpcore.noise.quantiles import PublicChoice, draw_public_choice, record_levels, record_norms
+from fdpcore.summaries.mean import draw_mean_release, select_mean_parameters, summarise_mean
 
 __all__ = ["charge_request", "check_same_cost", "choose_public_parameters", "clip_curves", "draw_noise", "load_curves",
            "plan_public_choices", "plan_release", "publish_release", "release_grid", "select_parameters",

@@ -17,20 +17,20 @@ from typing import Any
 
 import numpy as np
 
-from fdpcore.autoparams import PublicChoice, default_tau_range
-from fdpcore.covariance import plan_covariance_release
-from fdpcore.erm import plan_erm_release
+from fdpcore.basis.grids import Grid, make_grid
 from fdpcore.errors import FdpError
-from fdpcore.fpca import fpca_basis, gaussian_length_scale, plan_fpca_release
-from fdpcore.grids import Grid, make_grid
 from fdpcore.io.eigencache import enable_disk_cache
 from fdpcore.io.tables import count_units
-from fdpcore.kde import plan_kde_release
 from fdpcore.ledger import Ledger
-from fdpcore.mechanisms import whitened_pointwise_band
-from fdpcore.regression import plan_fosr_release
-from fdpcore.release import auto_public_choices, plan_mean_release
-from fdpcore.tuning import DEFAULT_SIGNAL_FRACTION
+from fdpcore.noise.iclp import whitened_pointwise_band
+from fdpcore.noise.quantiles import PublicChoice, default_tau_range
+from fdpcore.privacy.tuning import DEFAULT_SIGNAL_FRACTION
+from fdpcore.summaries.covariance import plan_covariance_release
+from fdpcore.summaries.erm import plan_erm_release
+from fdpcore.summaries.fosr import plan_fosr_release
+from fdpcore.summaries.fpca import fpca_basis, gaussian_length_scale, plan_fpca_release
+from fdpcore.summaries.kde import plan_kde_release
+from fdpcore.summaries.mean import auto_public_choices, plan_mean_release
 
 __all__ = [
     "BAND_LEVEL", "Accuracy", "accuracy", "build_plan", "count_config_units", "count_units_of_file", "covariance_centering_check",
@@ -85,7 +85,7 @@ def mean_public_choices(config: Any, n: int) -> tuple[PublicChoice, ...]:
 
 
 def mean_plan(config: Any, n: int, tau: float | None = None, choices: tuple[PublicChoice, ...] | None = None) -> Any:
-    """The :class:`fdpcore.release.MeanPlan` of a mean config (pending with ``dp_select``/``pcv``).
+    """The :class:`fdpcore.summaries.mean.MeanPlan` of a mean config (pending with ``dp_select``/``pcv``).
 
     With ``tau: auto`` and no drawn ``tau`` the plan is priced at ``tau = 1`` (its cost and budget splits do
     not depend on ``tau``; its noise scales linearly with it); ``choices`` default to the config's
@@ -102,7 +102,7 @@ def mean_plan(config: Any, n: int, tau: float | None = None, choices: tuple[Publ
 
 
 def covariance_plan(config: Any, n: int) -> Any:
-    """The :class:`fdpcore.covariance.CovariancePlan` of a covariance config."""
+    """The :class:`fdpcore.summaries.covariance.CovariancePlan` of a covariance config."""
     t = config.tuning
     return plan_covariance_release(
         release_grid(config), config.kernel, n=n, tau=config.clipping.tau, epsilon=config.privacy.epsilon,
@@ -112,7 +112,7 @@ def covariance_plan(config: Any, n: int) -> Any:
 
 
 def fosr_plan(config: Any, n: int) -> Any:
-    """The :class:`fdpcore.regression.FosrPlan` of a FoSR config (``p`` counts the encoded design columns)."""
+    """The :class:`fdpcore.summaries.fosr.FosrPlan` of a FoSR config (``p`` counts the encoded design columns)."""
     t = config.tuning
     return plan_fosr_release(
         release_grid(config), config.kernel, n=n, n_covariates=config.n_design_columns, intercept=config.intercept,
@@ -122,7 +122,7 @@ def fosr_plan(config: Any, n: int) -> Any:
 
 
 def fpca_plan(config: Any) -> Any:
-    """The :class:`fdpcore.fpca.FpcaPlan` of an FPCA config (``n`` does not enter the mechanism)."""
+    """The :class:`fdpcore.summaries.fpca.FpcaPlan` of an FPCA config (``n`` does not enter the mechanism)."""
     grid = release_grid(config)
     spec = config.basis
     ell = spec.length_scale or gaussian_length_scale(grid, spec.n_basis, spec.explained)
@@ -134,7 +134,7 @@ def fpca_plan(config: Any) -> Any:
 
 
 def kde_plan(config: Any, n: int) -> Any:
-    """The :class:`fdpcore.kde.PointPlan` of a KDE config."""
+    """The :class:`fdpcore.summaries.kde.PointPlan` of a KDE config."""
     p = config.privacy
     return plan_kde_release(point_axes(config), n=n, epsilon=p.epsilon, mechanism=config.mechanism,
                             kernel=config.kernel, bandwidth=None if config.bandwidth == "n_rule" else float(config.bandwidth),
@@ -142,7 +142,7 @@ def kde_plan(config: Any, n: int) -> Any:
 
 
 def erm_plan(config: Any, n: int) -> Any:
-    """The :class:`fdpcore.kde.PointPlan` of an ERM config."""
+    """The :class:`fdpcore.summaries.kde.PointPlan` of an ERM config."""
     p = config.privacy
     return plan_erm_release(point_axes(config), config.kernel, n=n, epsilon=p.epsilon, loss=config.loss, psi=config.psi,
                             eta=config.eta, mechanism=config.mechanism, label_bound=config.label_bound,
@@ -193,7 +193,7 @@ def expected_l2_error(config: Any, plan: Any) -> tuple[float, float] | None:
 def noise_band(config: Any, plan: Any) -> Any:
     """Half-width of the pointwise 95 % band of the noise on the grid, in source units (mean, KDE, ERM).
 
-    Simulated from the noise distribution alone (:func:`fdpcore.mechanisms.whitened_pointwise_band`); no
+    Simulated from the noise distribution alone (:func:`fdpcore.noise.iclp.whitened_pointwise_band`); no
     data enters. ``None`` for summaries without a pointwise additive band.
     """
     if config.summary == "mean" and not plan.pending:

@@ -26,12 +26,12 @@ from fdp.tasks.covariance import publish_summary
 from fdp.tasks.ledger import mark_noised, provenance
 from fdp.tasks.planning import expected_l2_error, fosr_plan, release_grid
 
-from fdpcore.accumulate import summarise_fosr_sums
+from fdpcore.data.accumulate import summarise_fosr_sums
+from fdpcore.data.preprocess import to_source_units
 from fdpcore.errors import DataError
-from fdpcore.fpca import reference_on_grid
 from fdpcore.io.covariates import read_unit_covariates
-from fdpcore.preprocess import to_source_units
-from fdpcore.regression import clip_covariates, draw_fosr_release, fosr_t2_noise_band, summarise_fosr
+from fdpcore.summaries.fosr import clip_covariates, draw_fosr_release, fosr_t2_noise_band, summarise_fosr
+from fdpcore.summaries.fpca import reference_on_grid
 
 
 @data_task(name="plan-fosr")

@@ -21,7 +21,7 @@ from fdp.tasks._settings import data_task, quiet_expected_tracebacks
 from fdp.tasks.mean import release_grid
 
 import fdpcore
-from fdpcore.accumulate import summarise_mean_sums
+from fdpcore.data.accumulate import summarise_mean_sums
 from fdpcore.io.streaming import FilePartial, StreamSpec, combine_partials, dataset_files, ingest_file
 
 __all__ = ["ingest_partition", "stream_curves", "stream_spec", "summarise_sums"]

@@ -28,8 +28,8 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from fdpcore import _bingham_kernels  # noqa: E402
-from fdpcore.bingham import BinghamChains, sample_vector_bingham  # noqa: E402
+from fdpcore.noise import _bingham_kernels  # noqa: E402
+from fdpcore.noise.bingham import BinghamChains, sample_vector_bingham  # noqa: E402
 
 CASES = [(40, 1), (40, 3), (5, 3)]
 

@@ -24,9 +24,9 @@ import time  # noqa: E402
 import fpca_table1  # noqa: E402
 import numpy as np  # noqa: E402
 
-from fdpcore import _bingham_kernels  # noqa: E402
-from fdpcore.bingham import sample_matrix_bingham  # noqa: E402
-from fdpcore.fpca import (  # noqa: E402
+from fdpcore.noise import _bingham_kernels  # noqa: E402
+from fdpcore.noise.bingham import sample_matrix_bingham  # noqa: E402
+from fdpcore.summaries.fpca import (  # noqa: E402
     fpca_basis,
     fpca_bingham_parameter,
     fpca_coefficients,

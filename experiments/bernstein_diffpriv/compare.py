@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from fdpcore.bernstein import bernstein_basis, bernstein_lattice, bernstein_mechanism
+from fdpcore.noise.bernstein import bernstein_basis, bernstein_lattice, bernstein_mechanism
 
 K, D, DELTA_INF, EPS = 5, 2, 0.1, 2.0
 PTS = np.array([[0.1, 0.2], [0.5, 0.5], [0.9, 0.7], [0.3, 0.95]])

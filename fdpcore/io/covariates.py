@@ -21,16 +21,16 @@ import numpy as np
 import pandas as pd
 
 from fdpcore._typing import NDArrayFloat
+from fdpcore.data.preprocess import _codes
 from fdpcore.errors import DataError
 from fdpcore.io.tables import _ids, _numeric, read_unit_columns
-from fdpcore.preprocess import _codes
 
 __all__ = ["UnitCovariates", "read_unit_covariates"]
 
 
 @dataclass(frozen=True, eq=False)
 class UnitCovariates:
-    """One row of encoded covariates per privacy unit, in the unit order of :func:`fdpcore.preprocess.align_long`."""
+    """One row of encoded covariates per privacy unit, in the unit order of :func:`fdpcore.data.preprocess.align_long`."""
 
     values: NDArrayFloat
     names: tuple[str, ...]

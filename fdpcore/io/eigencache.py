@@ -3,7 +3,7 @@
 An eigenbasis depends only on public inputs (kernel, grid nodes and weights, ``rtol``, the
 trace normalisation and the code of the eigen routine), so it can be computed once and reused by
 every later release. Entries live in ``$FDP_CACHE_DIR/eigen/`` (default: ``<fdp state dir>/cache/eigen/``)
-as ``<sha256>.npz``, where the SHA-256 is taken over :func:`fdpcore.eigen.eigen_cache_key`.
+as ``<sha256>.npz``, where the SHA-256 is taken over :func:`fdpcore.basis.eigen.eigen_cache_key`.
 
 Each entry stores the canonical key it was made for and a SHA-256 of its arrays; an entry whose
 key or digest does not match, or that cannot be read, is treated as a miss (removed and
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fdpcore import eigen
+from fdpcore.basis import eigen
 from fdpcore.ledger import state_dir
 
 __all__ = ["DiskEigenCache", "cache_dir", "enable_disk_cache"]
@@ -45,17 +45,19 @@ def _digest(lam: np.ndarray, phi: np.ndarray, scale: float, n_dropped: int) -> s
 
 
 class DiskEigenCache:
-    """An :class:`fdpcore.eigen.EigenStore` on disk.
+    """An :class:`fdpcore.basis.eigen.EigenStore` on disk.
 
     Args:
         root: cache directory; ``None`` resolves :func:`cache_dir` at each access (so it follows
             ``FDP_CACHE_DIR``/``FDP_STATE_DIR``).
 
     Attributes:
-        hits, misses, corrupt: counters of this instance (for tests and benchmarks).
+        hits: counters of this instance (for tests and benchmarks).
+        misses: see ``hits``.
+        corrupt: see ``hits``.
 
     >>> import tempfile
-    >>> from fdpcore.grids import midpoint_grid
+    >>> from fdpcore.basis.grids import midpoint_grid
     >>> c = DiskEigenCache(tempfile.mkdtemp())
     >>> previous = eigen.set_eigen_store(c); eigen.clear_memory_cache()
     >>> b1 = eigen.weighted_eigenbasis({"name": "brownian"}, midpoint_grid(30)); eigen.clear_memory_cache()

@@ -48,9 +48,7 @@ def inside(root: str | Path, *parts: str) -> Path:
 
 
 def replaceable(target: str | Path) -> bool:
-    """Whether ``target`` may be replaced by a release directory: absent, empty, or a release directory
-    (a ``manifest.json`` whose ``outputs`` name every other file; stale temporary files aside).
-    """
+    """Whether ``target`` may be replaced by a release directory: absent, empty, or a release directory (a ``manifest.json`` whose ``outputs`` name every other file; stale temporary files aside)."""
     t = Path(target)
     if not t.exists():
         return True
@@ -110,9 +108,7 @@ def publish_directory(target: str | Path, files: Mapping[str, bytes]) -> None:
 
 
 def remove_stale(target: Path) -> None:
-    """Remove staging and old copies of ``target`` (``.<name>.fdp-publish-*``, ``.<name>.fdp-old-*``) and
-    temporary files inside it, left by a publish that was killed.
-    """
+    """Remove staging and old copies of ``target`` (``.<name>.fdp-publish-*``, ``.<name>.fdp-old-*``) and temporary files inside it, left by a publish that was killed."""
     for pattern in (f".{target.name}{_STAGING}*", f".{target.name}{_OLD}*"):
         for p in target.parent.glob(pattern):
             shutil.rmtree(p, ignore_errors=True)

@@ -60,7 +60,7 @@ class FdpPrivacyRunFacet(RunFacet):
     sensitivityFormula: str  # noqa: N815
     sensitivity: float
     budgetSplits: list[dict[str, Any]]  # noqa: N815
-    #: the manifest's audit-chain commitment ``{ledgerId, seq, head}`` (README "Audit"); None before it existed
+    #: the manifest's audit-chain commitment ``{ledgerId, seq, head}`` (docs/audit.md); None before it existed
     auditCommitment: dict[str, Any] | None = None  # noqa: N815
 
     @staticmethod

@@ -3,8 +3,8 @@
 A dataset is one Parquet file or a directory of ``*.parquet`` files (searched recursively, in
 sorted path order). Each file is read chunk by chunk (``chunk_rows`` rows, across row groups);
 every chunk goes through the same record-wise steps as the in-memory path —
-:func:`~fdpcore.preprocess.rescale_long`, :func:`~fdpcore.preprocess.align_long`,
-:func:`~fdpcore.preprocess.clip_l2` — and is reduced to :class:`~fdpcore.accumulate.CurveSums`
+:func:`~fdpcore.data.preprocess.rescale_long`, :func:`~fdpcore.data.preprocess.align_long`,
+:func:`~fdpcore.data.preprocess.clip_l2` — and is reduced to :class:`~fdpcore.data.accumulate.CurveSums`
 (exact integer sums), so memory is bounded by the chunk, not by the dataset.
 
 Required order (checked, never assumed):
@@ -27,7 +27,7 @@ FoSR (MATH.md §7): ``covariates`` names scalar columns of the same table, const
 encoded column's entries must be keys of its public encoding, a unit's rows must agree). They are
 read with the chunk, so a unit's covariates travel with its rows (also across a chunk boundary);
 each unit's row is clipped to ``covariate_bound`` and accumulated with its record
-(:class:`~fdpcore.accumulate.DesignSums`). Numeric covariates must be integer or floating Parquet
+(:class:`~fdpcore.data.accumulate.DesignSums`). Numeric covariates must be integer or floating Parquet
 columns (text: use the in-memory engine).
 """
 
@@ -43,11 +43,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from fdpcore.accumulate import CurveSums, DesignSums, accumulate_curves, quantisation_exponent
+from fdpcore.basis.grids import Grid
+from fdpcore.data.accumulate import CurveSums, DesignSums, accumulate_curves, quantisation_exponent
+from fdpcore.data.preprocess import align_long, clip_l2, rescale_long
 from fdpcore.errors import DataError, DomainError, OutOfMemoryError
-from fdpcore.grids import Grid
 from fdpcore.io.tables import memory_ran_out
-from fdpcore.preprocess import align_long, clip_l2, rescale_long
 
 __all__ = ["FilePartial", "StreamSpec", "combine_partials", "dataset_files", "ingest_file", "stream_dataset"]
 
@@ -222,7 +222,7 @@ def stream_dataset(path: str | Path, spec: StreamSpec) -> CurveSums:
     """Stream every file of a dataset in this process and combine the sums exactly (the ``local`` engine).
 
     >>> import tempfile, os, pyarrow as pa, pyarrow.parquet as pq
-    >>> from fdpcore.grids import midpoint_grid
+    >>> from fdpcore.basis.grids import midpoint_grid
     >>> d = tempfile.mkdtemp()
     >>> pq.write_table(pa.table({"u": [1, 1, 2, 2], "t": [0.0, 1.0, 0.0, 1.0], "v": [0.0, 0.5, 0.25, 0.25]}),
     ...                os.path.join(d, "a.parquet"))

@@ -106,9 +106,7 @@ def count_units(path: str | Path, fmt: str, unit_column: str, csv_delimiter: str
 
 
 def _check_columns(names: list[str], wanted: list[str], fname: str, hint: str = "") -> None:
-    """Refuse duplicate or missing wanted columns, naming only the config's column names: the file's own
-    header is not quoted, since in a file without a header row (or a file that is not a table) it is data.
-    """
+    """Refuse duplicate or missing wanted columns, naming only the config's column names: the file's own header is not quoted, since in a file without a header row (or a file that is not a table) it is data."""
     dupes = sorted({c for c in wanted if names.count(c) > 1})
     if dupes:
         raise DataError(f"{fname}: duplicate column names {dupes}; rename them so each column is unique")

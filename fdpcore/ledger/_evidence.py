@@ -121,7 +121,7 @@ def write_private_key(path: str | Path) -> str:
 
 
 def public_key_hex(key: Ed25519PrivateKey) -> str:
-    """The raw 32-byte public key, hex (how the ledger, checkpoints and README name a key)."""
+    """The raw 32-byte public key, hex (how the ledger, checkpoints and the manual name a key)."""
     return key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw).hex()
 
 

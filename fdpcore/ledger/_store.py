@@ -10,7 +10,7 @@ States of a release row (a release id is unique)::
 made atomically: the dataset row is updated first (taking a write lock on SQLite,
 a row lock on PostgreSQL), then the spent totals are read and compared, then the
 reservation is inserted, all in one transaction. Costs are summed exactly
-(:mod:`fdpcore.accounting`), so rounding can neither refuse a fitting charge nor
+(:mod:`fdpcore.privacy.accounting`), so rounding can neither refuse a fitting charge nor
 let an overspend through. No noise, seed or pre-noise statistic is ever stored:
 the ``public_json`` column holds only what was published.
 
@@ -43,7 +43,6 @@ import sqlalchemy as sa
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sqlalchemy.engine import Connection, Engine
 
-from fdpcore.accounting import compose_pure, exact, pure_to_zcdp, zcdp_to_epsilon
 from fdpcore.errors import (
     BudgetExceededError,
     ConcurrentRunError,
@@ -71,6 +70,7 @@ from fdpcore.ledger._schema import meta as _meta
 from fdpcore.ledger._schema import metadata as _metadata
 from fdpcore.ledger._schema import releases as _releases
 from fdpcore.limits import check_id
+from fdpcore.privacy.accounting import compose_pure, exact, pure_to_zcdp, zcdp_to_epsilon
 
 __all__ = [
     "ACCOUNTING_MODES",
@@ -407,8 +407,8 @@ class Ledger:
 
     @property
     def ledger_id(self) -> str:
-        """This ledger's identity: a random UUID made when the ledger was created (or first opened by a
-        version of fdp that knew of it), never changed afterwards. It tells releases of two ledgers apart
+        """This ledger's identity: a random UUID made when the ledger was created (or first opened by a version of fdp that knew of it), never changed afterwards. It tells releases of two ledgers apart.
+
         (lineage ``ledgerEntryId``, audit checkpoints).
         """
         with self._tx() as conn:
@@ -469,11 +469,13 @@ class Ledger:
 
         Args:
             dataset_id: the dataset.
-            epsilon, delta: the total budget.
+            epsilon: the total budget's epsilon.
+            delta: the total budget's delta.
             accounting: ``"basic"`` (epsilon and delta add) or ``"zcdp"`` (rho adds and converts to
                 (epsilon, delta) at ``delta`` through OpenDP; needs ``delta > 0``).
             period: ``"month"`` to add a per-calendar-month allowance, else None.
-            epsilon_per_period, delta_per_period: the allowance of each period.
+            epsilon_per_period: the epsilon allowance of each period.
+            delta_per_period: the delta allowance of each period.
             signed: ``{"statement", "public_key", "signature"}``: the privacy officer's signature of
                 :meth:`policy_statement` (``"budget.set"``); required once a ``budget-policy`` key is
                 registered (:meth:`register_key`), else ignored.
@@ -788,8 +790,7 @@ class Ledger:
         return stored
 
     def record_flow_run(self, release_id: str, flow_run_id: str) -> bool:
-        """Record that the orchestrator run ``flow_run_id`` worked on ``release_id`` (an audit-chain entry,
-        ``flowrun.recorded``), once per run. Returns True when it was new.
+        """Record that the orchestrator run ``flow_run_id`` worked on ``release_id`` (an audit-chain entry, ``flowrun.recorded``), once per run. Returns True when it was new.
 
         The run that reserved the release is in its ``provenance``; every later one (a resumed reservation,
         a re-run that re-writes published files) is recorded here, so :meth:`flow_runs` lists every run
@@ -963,7 +964,7 @@ class Ledger:
         return True
 
     def checkpoint(self, key: Ed25519PrivateKey) -> dict[str, Any]:
-        """A signed checkpoint of the chain as it is now (README "Audit"; keep it outside the database).
+        """A signed checkpoint of the chain as it is now (docs/audit.md; keep it outside the database).
 
         The key is recorded in the chain at first use (``audit.key_registered``, purpose ``checkpoint``),
         before the head is read, so the checkpoint covers its own key. Refused when :meth:`verify`
@@ -1074,9 +1075,7 @@ def _months(label: str) -> int:
 
 
 def _check_late(dataset_id: str, policy: _Policy, label: str, since: str) -> None:
-    """Refuse a period before the month the dataset's policy was set, or more than ``policy.late`` periods
-    before the current one: a past period's allowance cannot be spent after the fact.
-    """
+    """Refuse a period before the month the dataset's policy was set, or more than ``policy.late`` periods before the current one: a past period's allowance cannot be spent after the fact."""
     now = current_period()
     if label < since:
         raise ConfigError(
@@ -1481,9 +1480,7 @@ def _engine(url: str, *, read_only: bool = False) -> Engine:
 
 
 def _read_only_sqlite(db: str) -> Engine:
-    """An engine that opens the SQLite file read-only (``mode=ro``; ``immutable=1`` when its directory is
-    read-only, so SQLite needs no lock file), and never creates it.
-    """
+    """An engine that opens the SQLite file read-only (``mode=ro``; ``immutable=1`` when its directory is read-only, so SQLite needs no lock file), and never creates it."""
     path = Path(db)
     if not path.is_file():
         raise LedgerError(f"ledger {db!r} does not exist (a read-only command does not create one); check --ledger / "

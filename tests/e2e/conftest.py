@@ -12,7 +12,7 @@ from e2e_support import BIN, free_port, stop, wait_http
 
 @pytest.fixture(scope="session")
 def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object]]:
-    """``prefect server start`` on a free loopback port, as README "Operations" step 1; its log is kept."""
+    """``prefect server start`` on a free loopback port, as docs/operations.md step 1; its log is kept."""
     root = tmp_path_factory.mktemp("prefect-server")
     port = free_port()
     api = f"http://127.0.0.1:{port}/api"

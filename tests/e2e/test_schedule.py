@@ -4,7 +4,7 @@ nothing else. The test waits (bounded) until the server's scheduler has created 
 and both are published in the ledger with their files and lineage; it never triggers a run.
 
 Prints the time from each cron tick (the run's scheduled start) to the release's publication in the
-ledger (``pytest -s`` shows it; README "Operations" quotes it).
+ledger (``pytest -s`` shows it; docs/operations.md quotes it).
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def test_the_scheduler_publishes_two_series_of_one_dataset_by_itself(prefect_ser
            "FDP_LINEAGE_FILE": str(tmp_path / "lineage.jsonl")}
     url = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
     out_root = tmp_path / "releases"
-    budget = subprocess.run(  # README "Operations" step 2: the privacy officer's policy, shared by both series
+    budget = subprocess.run(  # docs/operations.md step 2: the privacy officer's policy, shared by both series
         [str(BIN / "fdp"), "budget", "set", DATASET, "--epsilon", "12", "--period", "month", "--per-period", "2",
          "--ledger", url], env=env, capture_output=True, text=True, timeout=120)
     assert budget.returncode == 0, budget.stderr
@@ -120,7 +120,7 @@ def test_the_scheduler_publishes_two_series_of_one_dataset_by_itself(prefect_ser
             assert pq.read_table(folder / "release.parquet").num_rows > 0
             artifacts = client.read_artifacts(artifact_filter=ArtifactFilter(
                 flow_run_id=ArtifactFilterFlowRunId(any_=[child.id])))
-            prefix = DATASET if summary == "mean" else f"{DATASET}-{summary}"  # README "Operations", artifact keys
+            prefix = DATASET if summary == "mean" else f"{DATASET}-{summary}"  # docs/operations.md, artifact keys
             assert {a.key for a in artifacts if a.key} == {f"{prefix}-release-note", f"{prefix}-budget-splits"}
             events = [e["eventType"] for e in lineage if e["run"]["runId"] == str(child.id)]
             assert events == ["START", "COMPLETE"]

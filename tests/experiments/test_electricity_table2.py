@@ -11,7 +11,7 @@ import pytest
 
 from experiments import electricity_table2 as el
 from experiments.reference import ICLP_TABLE2_ELECTRICITY
-from fdpcore.sensitivity import iclp_qr_weights
+from fdpcore.summaries.mean import iclp_qr_weights
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

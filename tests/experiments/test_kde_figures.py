@@ -63,7 +63,7 @@ def test_paper_version_uses_the_paper_bound() -> None:
 def test_true_density_integrates_to_one_and_samples_stay_in_the_box(dim: int, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kf, "GRID_2D", 60)
     grid = kf._axes(dim)
-    from fdpcore.kde import point_space
+    from fdpcore.summaries.kde import point_space
 
     space = point_space({"name": "gaussian", "length_scale": 0.3}, grid)
     plan = type("P", (), {"space": space})()

@@ -14,8 +14,7 @@ import pytest
 from experiments import _sim_mean as sim
 from experiments import mean_simulations as ms
 from experiments.reference import MEAN_SIMULATION_SETTINGS
-from fdpcore.release import draw_mean_release, summarise_mean
-from fdpcore.sensitivity import iclp_qr_weights
+from fdpcore.summaries.mean import draw_mean_release, iclp_qr_weights, summarise_mean
 
 SIZE = 40  # a small grid keeps the tests fast
 

@@ -121,8 +121,8 @@ def test_mortality_verdict_follows_the_csv(tmp_path: Path, agree: bool) -> None:
 
 def test_mortality_weighted_summary_equals_points() -> None:
     """The node-histogram summary of a small table equals summarise_kde on its snapped points, one per death."""
-    from fdpcore.grids import midpoint_grid
-    from fdpcore.kde import kde_iclp_coefficients, plan_kde_release, summarise_kde
+    from fdpcore.basis.grids import midpoint_grid
+    from fdpcore.summaries.kde import kde_iclp_coefficients, plan_kde_release, summarise_kde
 
     frame = pd.DataFrame({"age_start": [0, 5, 60], "age_end": [5, 10, 65], "deaths_thousands": [0.010, 0.005, 0.020]})
     counts, n = mk.node_counts(frame)
@@ -167,7 +167,7 @@ def test_defaults_section_says_when_the_defaults_are_missing(tmp_path: Path, mon
     from experiments import defaults_vs_paper as dv
 
     monkeypatch.setattr(dv, "available", lambda: False)
-    assert dv.run(tmp_path, 1, 1).startswith("Not run: the library has no `fdpcore.autoparams`")
+    assert dv.run(tmp_path, 1, 1).startswith("Not run: the library has no `fdpcore.noise.quantiles`")
     assert not any(tmp_path.iterdir())
 
 
@@ -176,7 +176,7 @@ def test_defaults_section_runs_on_a_small_case(tmp_path: Path) -> None:
     from experiments import defaults_vs_paper as dv
 
     if not dv.available():
-        pytest.skip("fdpcore.autoparams is not in this checkout")
+        pytest.skip("fdpcore.noise.quantiles is not in this checkout")
     body = dv.run(tmp_path / "results", 1, 2, epsilons=(1.0,), scenarios=("S-1",))
     table = pd.read_csv(tmp_path / "results" / "defaults_vs_paper_mse.csv")
     assert set(table.pipeline) == set(dv.PIPELINES) and set(table.data) == {"simulation S-1", "electricity"}

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fdpcore.basis.grids import midpoint_grid
+from fdpcore.data.preprocess import align_long, clip_l2
 from fdpcore.errors import BudgetExceededError, LedgerError, ReleaseConflictError
-from fdpcore.grids import midpoint_grid
 from fdpcore.ledger import Ledger
-from fdpcore.preprocess import align_long, clip_l2
 
 GRID = midpoint_grid(8)
 

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fdpcore.autoparams import (
+from fdpcore.errors import DomainError, PrivacyParameterError
+from fdpcore.noise.quantiles import (
     DEFAULT_TAU_RANGE,
     MAX_SHARE,
     _certified_quantile,
@@ -27,7 +28,6 @@ from fdpcore.autoparams import (
     tau_choice,
     tau_quantile_level,
 )
-from fdpcore.errors import DomainError, PrivacyParameterError
 
 
 def _scores(values: list[float], candidates: list[float], alpha: float) -> tuple[list[int], int]:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fdpcore.eigen import weighted_eigenbasis
+from fdpcore.basis.eigen import weighted_eigenbasis
+from fdpcore.basis.grids import grid_from_nodes, midpoint_grid
+from fdpcore.basis.kernels import decay_rate, kernel_matrix, kernel_spec
 from fdpcore.errors import DomainError
-from fdpcore.grids import grid_from_nodes, midpoint_grid
-from fdpcore.kernels import decay_rate, kernel_matrix, kernel_spec
 
 KERNELS = [
     {"name": "matern", "nu": 0.5, "rho": 0.1},

@@ -15,7 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from fdpcore.bernstein import (
+from fdpcore.basis.grids import midpoint_grid
+from fdpcore.data.preprocess import clip_l2
+from fdpcore.errors import PrivacyParameterError
+from fdpcore.noise.bernstein import (
     bernstein_basis,
     bernstein_expected_sq_error,
     bernstein_lattice,
@@ -23,10 +26,7 @@ from fdpcore.bernstein import (
     bernstein_sensitivity,
     clip_sup,
 )
-from fdpcore.errors import PrivacyParameterError
-from fdpcore.grids import midpoint_grid
-from fdpcore.preprocess import clip_l2
-from fdpcore.release import draw_mean_release, plan_mean_release, summarise_mean
+from fdpcore.summaries.mean import draw_mean_release, plan_mean_release, summarise_mean
 
 MATERN = {"name": "matern", "nu": 1.5, "rho": 0.1}
 

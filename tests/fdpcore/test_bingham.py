@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from scipy import integrate
 
-from fdpcore.bingham import (
+from fdpcore.errors import DomainError
+from fdpcore.noise.bingham import (
     BinghamChains,
     acg_envelope_b,
     haar_stiefel,
@@ -20,7 +21,6 @@ from fdpcore.bingham import (
     sample_matrix_bingham,
     sample_vector_bingham,
 )
-from fdpcore.errors import DomainError
 
 
 def _rotated(eigenvalues: list[float], seed: int) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""The compiled Bingham kernels (fdpcore/_bingham_kernels.py) and their pure-NumPy fallback.
+"""The compiled Bingham kernels (fdpcore/noise/_bingham_kernels.py) and their pure-NumPy fallback.
 
 Three properties: (1) fed identical random streams, the compiled kernels and the fallback bodies
 produce the same draws and consume the same number of proposals; (2) the fallback is what runs
@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 from threadpoolctl import threadpool_limits
 
-from fdpcore import _bingham_kernels as compiled
-from fdpcore import bingham
-from fdpcore.bingham import BinghamChains, sample_matrix_bingham, sample_vector_bingham
+from fdpcore.noise import _bingham_kernels as compiled
+from fdpcore.noise import bingham
+from fdpcore.noise.bingham import BinghamChains, sample_matrix_bingham, sample_vector_bingham
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_bingham import _mean_projection, _reference_projection, _rotated  # noqa: E402
@@ -48,7 +48,7 @@ def fallback() -> ModuleType:
 
 @pytest.fixture
 def without_numba(fallback: ModuleType, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    """fdpcore.bingham running on the fallback module."""
+    """fdpcore.noise.bingham running on the fallback module."""
     monkeypatch.setattr(bingham, "kernels", fallback)
     return fallback
 

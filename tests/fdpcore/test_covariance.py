@@ -8,7 +8,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import optimize, stats
 
-from fdpcore.covariance import (
+from fdpcore.basis.grids import grid_from_nodes, midpoint_grid
+from fdpcore.data.preprocess import align_long, clip_l2
+from fdpcore.errors import DomainError, PrivacyParameterError
+from fdpcore.summaries.covariance import (
     covariance_public_sensitivity,
     covariance_sample_mean_sensitivity,
     covariance_surface,
@@ -22,9 +25,6 @@ from fdpcore.covariance import (
     release_covariance,
     summarise_covariance,
 )
-from fdpcore.errors import DomainError, PrivacyParameterError
-from fdpcore.grids import grid_from_nodes, midpoint_grid
-from fdpcore.preprocess import align_long, clip_l2
 
 KERNELS = [
     {"name": "matern", "nu": 0.5, "rho": 0.2},

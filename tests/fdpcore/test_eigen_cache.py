@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fdpcore import eigen
-from fdpcore.eigen import eigen_cache_key, weighted_eigenbasis
-from fdpcore.grids import grid_from_nodes, midpoint_grid
+from fdpcore.basis import eigen
+from fdpcore.basis.eigen import eigen_cache_key, weighted_eigenbasis
+from fdpcore.basis.grids import grid_from_nodes, midpoint_grid
+from fdpcore.basis.kernels import kernel_spec
 from fdpcore.io.eigencache import DiskEigenCache, cache_dir, enable_disk_cache
-from fdpcore.kernels import kernel_spec
 
 KERNEL = {"name": "matern", "nu": 1.5, "rho": 0.1}
 

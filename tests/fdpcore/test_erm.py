@@ -9,7 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fdpcore.erm import (
+from fdpcore.basis.grids import midpoint_grid
+from fdpcore.errors import DomainError, PrivacyParameterError
+from fdpcore.summaries.erm import (
     erm_gp_sensitivity,
     erm_iclp_sensitivity,
     erm_lipschitz,
@@ -19,9 +21,7 @@ from fdpcore.erm import (
     solve_erm,
     summarise_erm,
 )
-from fdpcore.errors import DomainError, PrivacyParameterError
-from fdpcore.grids import midpoint_grid
-from fdpcore.kde import draw_point_release, point_space
+from fdpcore.summaries.kde import draw_point_release, point_space
 
 KERNEL = {"name": "matern", "nu": 1.5, "rho": 0.2}
 G = midpoint_grid(25)

@@ -12,8 +12,8 @@ from fdp.tasks._publish import public_release
 from fdp.tasks.mean import release_grid
 
 from fdpcore.errors import DomainError
-from fdpcore.formulas import FORMULAS, formula, resolve
-from fdpcore.release import plan_mean_release
+from fdpcore.privacy.formulas import FORMULAS, formula, resolve
+from fdpcore.summaries.mean import plan_mean_release
 
 REPO = Path(__file__).resolve().parents[2]
 TEST_TEXT = "\n".join(p.read_text() for p in (REPO / "tests").rglob("*.py"))

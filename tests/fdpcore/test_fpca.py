@@ -7,9 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fdpcore.bingham import sample_matrix_bingham, sample_vector_bingham
+from fdpcore.basis.grids import grid_from_nodes, midpoint_grid
 from fdpcore.errors import DomainError, PrivacyParameterError
-from fdpcore.fpca import (
+from fdpcore.noise.bingham import sample_matrix_bingham, sample_vector_bingham
+from fdpcore.summaries.fpca import (
     _split_rhat,
     draw_fpca_components,
     fpca_basis,
@@ -28,7 +29,6 @@ from fdpcore.fpca import (
     variance_ratio,
     variance_ratio_paper,
 )
-from fdpcore.grids import grid_from_nodes, midpoint_grid
 
 GROWTH_AGES = np.r_[1.0, 1.25, 1.5, 1.75, np.arange(2.0, 8.0), np.arange(8.0, 18.5, 0.5)]
 

@@ -8,16 +8,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
+from fdpcore.basis.grids import midpoint_grid
 from fdpcore.errors import PrivacyParameterError
-from fdpcore.gaussian import (
+from fdpcore.noise.gaussian import (
     analytic_gaussian_delta,
     analytic_gaussian_sigma,
     calibrate_gaussian,
     classical_gaussian_sigma,
     sample_gaussian_whitened,
 )
-from fdpcore.grids import midpoint_grid
-from fdpcore.release import draw_mean_release, plan_mean_release
+from fdpcore.summaries.mean import draw_mean_release, plan_mean_release
 
 
 @pytest.mark.parametrize(("eps", "delta", "sigma", "classical"),

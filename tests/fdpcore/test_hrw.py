@@ -12,16 +12,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
+from fdpcore.basis.kernels import kernel_matrix
+from fdpcore.basis.tensor import separable_kernel_matrix
 from fdpcore.errors import DomainError, PrivacyParameterError
-from fdpcore.hrw import (
+from fdpcore.summaries.hrw import (
     OnlineGPReleaser,
     OUBridgeReleaser,
     gaussian_conditional,
     ou_bridge_conditional,
     release_hrw_batch,
 )
-from fdpcore.kernels import kernel_matrix
-from fdpcore.tensor import separable_kernel_matrix
 
 
 def _general_conditioning(prev: np.ndarray, x: float, gamma: float) -> tuple[np.ndarray, float]:

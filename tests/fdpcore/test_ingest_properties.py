@@ -20,10 +20,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from fdpcore.basis.grids import grid_from_nodes, midpoint_grid
+from fdpcore.data.preprocess import align_long, clip_l2, rescale_long
 from fdpcore.errors import DataError, DomainError, FdpError
-from fdpcore.grids import grid_from_nodes, midpoint_grid
 from fdpcore.io import read_long_table
-from fdpcore.preprocess import align_long, clip_l2, rescale_long
 
 GRID = midpoint_grid(6)
 BIG = np.finfo(np.float64).max

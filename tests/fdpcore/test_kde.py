@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
+from fdpcore.basis.grids import grid_from_nodes, midpoint_grid
 from fdpcore.errors import DataError, DomainError, PrivacyParameterError
-from fdpcore.grids import grid_from_nodes, midpoint_grid
 from fdpcore.io.points import read_point_table
-from fdpcore.kde import (
+from fdpcore.summaries.kde import (
     draw_point_release,
     hall_kde_paper_sensitivity,
     hall_kde_sensitivity,

@@ -10,9 +10,9 @@ import sqlalchemy as sa
 from fdp.schemas import ChargeRequest, PrivacyBudget
 
 import fdpcore.ledger._store as ledger_store
-from fdpcore.accounting import pure_to_zcdp, zcdp_to_epsilon
 from fdpcore.errors import BudgetExceededError, ConfigError, LedgerError
 from fdpcore.ledger import SCHEMA_VERSION, Ledger, current_period
+from fdpcore.privacy.accounting import pure_to_zcdp, zcdp_to_epsilon
 
 V1_DUMP = Path(__file__).parent / "data" / "ledger_v1.sql"
 KW = dict(config_sha256="0" * 64, summary="mean", mechanism="iclp_qr", sensitivity_formula="s",

@@ -11,7 +11,7 @@ The history: a budget, five published releases, a signed checkpoint after the fo
 Each tamper names the first entry it changes. It must be caught by ``check_evidence`` given *any
 one* manifest or checkpoint published after that point, naming that entry; plain ``verify``
 (no outside evidence) catches only what the database contradicts itself about — the table in
-README "Audit" is the ``PLAIN`` column below.
+docs/audit.md is the ``PLAIN`` column below.
 """
 
 from __future__ import annotations

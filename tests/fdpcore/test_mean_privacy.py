@@ -8,12 +8,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
+from fdpcore.basis.grids import grid_from_nodes, midpoint_grid
+from fdpcore.data.preprocess import clip_l2
 from fdpcore.errors import DomainError, PrivacyParameterError
-from fdpcore.grids import grid_from_nodes, midpoint_grid
-from fdpcore.mechanisms import calibrate_iclp, sample_iclp_coefficients
-from fdpcore.preprocess import clip_l2
-from fdpcore.release import plan_mean_release, summarise_mean
-from fdpcore.sensitivity import iclp_qr_paper_sensitivity, iclp_qr_sensitivity, iclp_qr_weights
+from fdpcore.noise.iclp import calibrate_iclp, sample_iclp_coefficients
+from fdpcore.summaries.mean import (
+    iclp_qr_paper_sensitivity,
+    iclp_qr_sensitivity,
+    iclp_qr_weights,
+    plan_mean_release,
+    summarise_mean,
+)
 
 KERNELS = [
     {"name": "matern", "nu": 0.5, "rho": 0.2},
@@ -111,7 +116,7 @@ def test_coefficient_j_gets_scale_delta_sqrt_lambda_over_eps() -> None:
 
 # --- FRL, ICLP-AR, GP-ADP (MATH.md §4.1, §4.2, §4.4) -------------------------------------------------
 
-from fdpcore.sensitivity import (  # noqa: E402
+from fdpcore.summaries.mean import (  # noqa: E402
     frl_paper_sensitivity,
     frl_sensitivity,
     gp_cm_paper_sensitivity,

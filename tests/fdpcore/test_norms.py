@@ -7,12 +7,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fdpcore.eigen import weighted_eigenbasis
+from fdpcore.basis.eigen import weighted_eigenbasis
+from fdpcore.basis.grids import grid_from_nodes, midpoint_grid
+from fdpcore.basis.kernels import kernel_matrix
+from fdpcore.basis.norms import cameron_martin_norm, one_c_norm, power_kernel, power_norm, power_trace
+from fdpcore.basis.tensor import separable_kernel_matrix, tensor_eigenbasis, tensor_grid
 from fdpcore.errors import DomainError
-from fdpcore.grids import grid_from_nodes, midpoint_grid
-from fdpcore.kernels import kernel_matrix
-from fdpcore.norms import cameron_martin_norm, one_c_norm, power_kernel, power_norm, power_trace
-from fdpcore.tensor import separable_kernel_matrix, tensor_eigenbasis, tensor_grid
 
 GRID = grid_from_nodes(np.r_[0.0, np.sort(np.random.default_rng(0).uniform(0, 1, 38)), 1.0])
 FULL_RANK = [  # kernels whose grid spectrum keeps every positive eigenpair on GRID

@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fdpcore import preprocess
-from fdpcore.grids import grid_from_nodes, midpoint_grid
-from fdpcore.preprocess import AlignedCurves, align_long
+from fdpcore.basis.grids import grid_from_nodes, midpoint_grid
+from fdpcore.data import preprocess
+from fdpcore.data.preprocess import AlignedCurves, align_long
 
 TIMES = [0.0, -0.0, 1.0, 0.25, 0.5, 0.75, 1.0 / 3.0, 0.1, 0.9, 0.5 + 2.0**-50, -0.5, 1.5, np.nan, np.inf]
 VALUES = st.one_of(st.floats(-1e3, 1e3, allow_subnormal=True), st.sampled_from([0.0, -0.0, np.nan, -np.inf, 1e300,

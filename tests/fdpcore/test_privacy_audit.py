@@ -19,11 +19,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from fdpcore.gaussian import sample_gaussian_whitened
-from fdpcore.grids import midpoint_grid
-from fdpcore.mechanisms import sample_laplace_whitened
-from fdpcore.release import MeanPlan, plan_mean_release, summarise_mean
-from fdpcore.sensitivity import iclp_ar_attaining_pair, iclp_qr_weights
+from fdpcore.basis.grids import midpoint_grid
+from fdpcore.noise.gaussian import sample_gaussian_whitened
+from fdpcore.noise.iclp import sample_laplace_whitened
+from fdpcore.summaries.mean import MeanPlan, iclp_ar_attaining_pair, iclp_qr_weights, plan_mean_release, summarise_mean
 
 ALPHA = 1e-4  # per Clopper-Pearson bound
 N_LAPLACE = 200_000
@@ -172,7 +171,7 @@ def _laplace_loss_audit(z: np.ndarray, z_prime: np.ndarray, b: float, seed: int,
 
 
 def _covariance_pair() -> tuple[np.ndarray, np.ndarray, float, float, float]:
-    from fdpcore.covariance import plan_covariance_release, summarise_covariance
+    from fdpcore.summaries.covariance import plan_covariance_release, summarise_covariance
 
     grid, n, tau = midpoint_grid(16), 40, 1.0
     plan = plan_covariance_release(grid, {"name": "gaussian", "length_scale": 0.5}, n=n, tau=tau, epsilon=EPS,
@@ -186,7 +185,7 @@ def _covariance_pair() -> tuple[np.ndarray, np.ndarray, float, float, float]:
 
 
 def _kde_pair(dim: int) -> tuple[np.ndarray, np.ndarray, float, float, float]:
-    from fdpcore.kde import kde_iclp_sensitivity, plan_kde_release, summarise_kde
+    from fdpcore.summaries.kde import kde_iclp_sensitivity, plan_kde_release, summarise_kde
 
     axes = midpoint_grid(20) if dim == 1 else [midpoint_grid(8), midpoint_grid(8)]
     n = 30
@@ -202,7 +201,7 @@ def _kde_pair(dim: int) -> tuple[np.ndarray, np.ndarray, float, float, float]:
 
 
 def _fosr_pair(part: str) -> tuple[np.ndarray, np.ndarray, float, float, float]:
-    from fdpcore.regression import plan_fosr_release, summarise_fosr
+    from fdpcore.summaries.fosr import plan_fosr_release, summarise_fosr
 
     grid, n = midpoint_grid(16), 30
     plan = plan_fosr_release(grid, {"name": "matern", "nu": 1.5, "rho": 0.1}, n=n, n_covariates=1, intercept=True,
@@ -251,7 +250,7 @@ def test_summary_audit_stays_below_the_claim_and_half_noise_is_caught(summary: s
 
 
 def _erm_pair(mechanism: str) -> tuple[np.ndarray, np.ndarray, float, float, float]:
-    from fdpcore.erm import plan_erm_release, summarise_erm
+    from fdpcore.summaries.erm import plan_erm_release, summarise_erm
 
     n = 20
     kw = {"delta": 1e-3} if mechanism == "gp" else {}
@@ -288,7 +287,7 @@ def _gaussian_loss_audit(z: np.ndarray, z_prime: np.ndarray, sigma: float, delta
 
 
 def _hall_pair() -> tuple[np.ndarray, np.ndarray, float, float, float, float]:
-    from fdpcore.kde import plan_kde_release, summarise_kde
+    from fdpcore.summaries.kde import plan_kde_release, summarise_kde
 
     n = 30
     plan = plan_kde_release(midpoint_grid(30), n=n, epsilon=EPS, mechanism="hall_gp", delta=1e-3, secure=False)
@@ -334,7 +333,7 @@ def _fpca_plan(k: int, exponent_scale: float):  # noqa: ANN202
     """
     import dataclasses as dc
 
-    from fdpcore.fpca import fpca_basis, plan_fpca_release
+    from fdpcore.summaries.fpca import fpca_basis, plan_fpca_release
 
     basis = fpca_basis(midpoint_grid(20), {"name": "gaussian", "length_scale": 0.3}, 3)
     basis = dc.replace(basis, sigma=np.ones(3))
@@ -342,8 +341,8 @@ def _fpca_plan(k: int, exponent_scale: float):  # noqa: ANN202
 
 
 def _fpca_draws(k: int, gram: np.ndarray, exponent_scale: float, n: int, seed: int) -> np.ndarray:
-    from fdpcore.bingham import sample_vector_bingham
-    from fdpcore.fpca import draw_fpca_components, fpca_deflation_parameter
+    from fdpcore.noise.bingham import sample_vector_bingham
+    from fdpcore.summaries.fpca import draw_fpca_components, fpca_deflation_parameter
 
     plan = _fpca_plan(k, exponent_scale)
     rng = np.random.default_rng(seed)

@@ -10,10 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
+from fdpcore.basis.grids import midpoint_grid
+from fdpcore.data.preprocess import clip_l2
 from fdpcore.errors import DomainError, PrivacyParameterError
-from fdpcore.grids import midpoint_grid
-from fdpcore.preprocess import clip_l2
-from fdpcore.regression import (
+from fdpcore.summaries.fosr import (
     clip_covariates,
     design_matrix,
     draw_fosr_release,
@@ -27,7 +27,7 @@ from fdpcore.regression import (
     safe_inverse,
     summarise_fosr,
 )
-from fdpcore.sensitivity import iclp_qr_weights
+from fdpcore.summaries.mean import iclp_qr_weights
 
 KERNEL = {"name": "matern", "nu": 1.5, "rho": 0.1}
 GRID = midpoint_grid(20)

@@ -10,19 +10,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from fdpcore.accounting import exact
+from fdpcore.basis.grids import midpoint_grid
+from fdpcore.data.preprocess import clip_l2
 from fdpcore.errors import DomainError, PrivacyParameterError
-from fdpcore.grids import midpoint_grid
-from fdpcore.preprocess import clip_l2
-from fdpcore.release import dp_select_scores, plan_mean_release, release_mean, select_mean_parameters
-from fdpcore.selection import (
+from fdpcore.noise.selection import (
     exponential_select,
     keyed_split,
     selection_key,
     selection_normalisers,
     selection_score_sensitivity,
 )
-from fdpcore.tuning import pss_bernstein, pss_frl, pss_iclp_ar, pss_iclp_qr, pss_mean
+from fdpcore.privacy.accounting import exact
+from fdpcore.privacy.tuning import pss_bernstein, pss_frl, pss_iclp_ar, pss_iclp_qr, pss_mean
+from fdpcore.summaries.mean import dp_select_scores, plan_mean_release, release_mean, select_mean_parameters
 
 MATERN = {"name": "matern", "nu": 1.5, "rho": 0.1}
 

@@ -14,7 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fdpcore.accumulate import (
+from fdpcore.basis.grids import grid_from_nodes, midpoint_grid
+from fdpcore.data.accumulate import (
     QUANTUM_BITS,
     CurveSums,
     accumulate_curves,
@@ -27,16 +28,14 @@ from fdpcore.accumulate import (
     summarise_fosr_sums,
     summarise_mean_sums,
 )
-from fdpcore.covariance import plan_covariance_release, summarise_covariance
+from fdpcore.data.preprocess import align_long, clip_l2, rescale_long
 from fdpcore.errors import DataError, DomainError
-from fdpcore.grids import grid_from_nodes, midpoint_grid
 from fdpcore.io import read_long_table
 from fdpcore.io.covariates import read_unit_covariates
 from fdpcore.io.streaming import StreamSpec, combine_partials, dataset_files, ingest_file, stream_dataset
-from fdpcore.preprocess import align_long, clip_l2, rescale_long
-from fdpcore.regression import clip_covariates, plan_fosr_release, summarise_fosr
-from fdpcore.release import plan_mean_release, summarise_mean
-from fdpcore.sensitivity import iclp_qr_weights
+from fdpcore.summaries.covariance import plan_covariance_release, summarise_covariance
+from fdpcore.summaries.fosr import clip_covariates, plan_fosr_release, summarise_fosr
+from fdpcore.summaries.mean import iclp_qr_weights, plan_mean_release, summarise_mean
 
 REPO = Path(__file__).resolve().parents[2]
 ELEC = REPO / "examples" / "data" / "electricity_monday.parquet"

@@ -6,12 +6,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from fdpcore.eigen import _cached_eigenbasis
-from fdpcore.errors import DomainError
-from fdpcore.grids import grid_from_nodes, midpoint_grid
-from fdpcore.kernels import kernel_matrix
-from fdpcore.mechanisms import calibrate_iclp
-from fdpcore.tensor import (
+from fdpcore.basis.eigen import _cached_eigenbasis
+from fdpcore.basis.grids import grid_from_nodes, midpoint_grid
+from fdpcore.basis.kernels import kernel_matrix
+from fdpcore.basis.tensor import (
     TensorGrid,
     sample_iclp_field,
     separable_kernel,
@@ -19,6 +17,8 @@ from fdpcore.tensor import (
     tensor_eigenbasis,
     tensor_grid,
 )
+from fdpcore.errors import DomainError
+from fdpcore.noise.iclp import calibrate_iclp
 
 G1 = midpoint_grid(12, (0.0, 2.0))
 G2 = grid_from_nodes(np.r_[0.0, np.sort(np.random.default_rng(3).uniform(0, 1, 7)), 1.0])  # 9 unequal nodes

@@ -7,11 +7,11 @@ import math
 import numpy as np
 import pytest
 
-from fdpcore.autoparams import record_norms
+from fdpcore.basis.grids import midpoint_grid
 from fdpcore.errors import DomainError
-from fdpcore.grids import midpoint_grid
-from fdpcore.release import plan_mean_release, release_mean
-from fdpcore.tuning import RISK_ETAS, pss_iclp_qr, risk_prior_iclp_qr
+from fdpcore.noise.quantiles import record_norms
+from fdpcore.privacy.tuning import RISK_ETAS, pss_iclp_qr, risk_prior_iclp_qr
+from fdpcore.summaries.mean import plan_mean_release, release_mean
 
 MATERN = {"name": "matern", "nu": 1.5, "rho": 0.2}
 
@@ -102,8 +102,8 @@ def test_facade_tau_auto_charges_a_named_split_and_clips_at_a_candidate() -> Non
 
 
 def _cov_expected_sq_error(y: np.ndarray, tau: float, eps: float, **kw: object) -> float:
-    from fdpcore.covariance import plan_covariance_release
-    from fdpcore.preprocess import clip_l2
+    from fdpcore.data.preprocess import clip_l2
+    from fdpcore.summaries.covariance import plan_covariance_release
 
     g = midpoint_grid(y.shape[1])
     p = plan_covariance_release(g, MATERN, n=y.shape[0], tau=tau, epsilon=eps, secure=False, **kw)  # type: ignore[arg-type]
@@ -127,7 +127,7 @@ def test_covariance_default_error_falls_with_epsilon_on_held_out_curves(kind: st
 
 
 def test_fosr_default_is_risk_prior_and_its_noise_falls_with_epsilon() -> None:
-    from fdpcore.regression import plan_fosr_release
+    from fdpcore.summaries.fosr import plan_fosr_release
 
     noise = []
     for eps in (0.25, 1.0, 4.0, 16.0):

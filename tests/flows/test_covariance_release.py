@@ -12,10 +12,10 @@ import pyarrow.parquet as pq
 import pytest
 from flow_support import REPO, artifacts, release, write_config
 
-from fdpcore.covariance import plan_covariance_release
-from fdpcore.formulas import FORMULAS
-from fdpcore.grids import midpoint_grid
+from fdpcore.basis.grids import midpoint_grid
 from fdpcore.ledger import Ledger
+from fdpcore.privacy.formulas import FORMULAS
+from fdpcore.summaries.covariance import plan_covariance_release
 
 EXAMPLE = REPO / "examples" / "electricity_covariance.yaml"
 MEAN_EXAMPLE = REPO / "examples" / "electricity_mean.yaml"

@@ -9,8 +9,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 from flow_support import REPO, release, write_config
 
-from fdpcore.formulas import FORMULAS
 from fdpcore.ledger import Ledger
+from fdpcore.privacy.formulas import FORMULAS
 
 
 def _config(tmp_path: Path, example: str, **overrides: object) -> Path:

@@ -12,9 +12,9 @@ import pyarrow.parquet as pq
 import pytest
 from flow_support import REPO, artifacts, release, write_config
 
-from fdpcore.formulas import FORMULAS
-from fdpcore.grids import grid_from_nodes
+from fdpcore.basis.grids import grid_from_nodes
 from fdpcore.ledger import Ledger
+from fdpcore.privacy.formulas import FORMULAS
 
 EXAMPLE = REPO / "examples" / "growth_fpca.yaml"
 DATA = REPO / "examples" / "data" / "berkeley_growth.parquet"

@@ -70,7 +70,7 @@ def test_init_names_a_missing_column_and_refuses_to_overwrite(tmp_path: Path, ca
 
 def test_readme_new_data_walkthrough_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
-    text = (REPO / "README.md").read_text()
+    text = (REPO / "docs" / "getting-started.md").read_text()
     block = re.search(r"<!-- walkthrough: new-data -->\n```bash\n(.*?)```", text, re.S)
     assert block is not None
     commands = [shlex.split(ln) for ln in block.group(1).replace("\\\n", " ").splitlines()

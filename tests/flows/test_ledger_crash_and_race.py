@@ -1,7 +1,7 @@
 """Real ``fdp release`` processes: 16 racing for a budget that fits 3, and kill -9 at each stage.
 
 The processes talk to the session's Prefect test server (``PREFECT_API_URL``) and share one
-SQLite ledger. Outcomes chosen for a crash (README "Audit" documents them):
+SQLite ledger. Outcomes chosen for a crash (docs/audit.md documents them):
 
 * before the charge: nothing is recorded; a re-run completes.
 * after the charge, before noise: the reservation holds the budget; a re-run of the same id

@@ -9,8 +9,8 @@ import pytest
 import yaml
 from fdp.flows.cli import main
 
-from fdpcore.formulas import FORMULAS
 from fdpcore.ledger import Ledger
+from fdpcore.privacy.formulas import FORMULAS
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "examples" / "data" / "electricity_monday.parquet"

@@ -13,9 +13,9 @@ import pytest
 from flow_support import REPO, release, write_config
 
 from fdpcore.errors import DataError
-from fdpcore.formulas import FORMULAS
 from fdpcore.io.covariates import read_unit_covariates
 from fdpcore.ledger import Ledger
+from fdpcore.privacy.formulas import FORMULAS
 
 EXAMPLE = REPO / "examples" / "growth_fosr.yaml"
 DATA = REPO / "examples" / "data" / "berkeley_growth.parquet"

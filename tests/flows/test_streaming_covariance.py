@@ -16,9 +16,9 @@ from fdp.tasks.streaming import stream_curves
 from flow_support import REPO, memory_and_local_manifests, partition_parquet, write_config
 from prefect import flow
 
-from fdpcore.accumulate import accumulate_curves
+from fdpcore.basis.grids import midpoint_grid
+from fdpcore.data.accumulate import accumulate_curves
 from fdpcore.errors import ConfigError
-from fdpcore.grids import midpoint_grid
 
 EXAMPLE = REPO / "examples" / "electricity_covariance.yaml"
 DATA = REPO / "examples" / "data" / "electricity_monday.parquet"

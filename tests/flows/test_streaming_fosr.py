@@ -17,8 +17,8 @@ from fdp.tasks.streaming import stream_curves
 from flow_support import REPO, memory_and_local_manifests, partition_parquet, release, write_config
 from prefect import flow
 
-from fdpcore.accumulate import accumulate_curves
-from fdpcore.regression import clip_covariates
+from fdpcore.data.accumulate import accumulate_curves
+from fdpcore.summaries.fosr import clip_covariates
 
 EXAMPLE = REPO / "examples" / "growth_fosr.yaml"
 DATA = REPO / "examples" / "data" / "berkeley_growth.parquet"

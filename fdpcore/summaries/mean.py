@@ -37,8 +37,26 @@ import numpy as np
 
 from fdpcore import _validate
 from fdpcore._typing import ArrayLike, NDArrayFloat
-from fdpcore.accounting import exact
-from fdpcore.autoparams import (
+from fdpcore.basis.eigen import Eigenbasis, weighted_eigenbasis
+from fdpcore.basis.grids import Grid, grid_from_nodes
+from fdpcore.basis.kernels import KernelSpec, decay_rate, kernel_spec
+from fdpcore.data.preprocess import clip_l2
+from fdpcore.errors import DomainError, InternalError, PrivacyParameterError
+from fdpcore.noise.bernstein import (
+    bernstein_basis,
+    bernstein_interpolation_matrix,
+    bernstein_sensitivity,
+    bernstein_sensitivity_attained,
+    clip_sup,
+)
+from fdpcore.noise.gaussian import CALIBRATIONS, GaussianCalibration, calibrate_gaussian, sample_gaussian_whitened
+from fdpcore.noise.iclp import (
+    LaplaceCalibration,
+    calibrate_iclp,
+    sample_laplace_whitened,
+    whitened_expected_sq_error,
+)
+from fdpcore.noise.quantiles import (
     CENTRE_CANDIDATES,
     DEFAULT_CENTRE_SHARE,
     DEFAULT_TAU_SHARE,
@@ -51,28 +69,7 @@ from fdpcore.autoparams import (
     tau_candidates,
     tau_choice,
 )
-from fdpcore.bernstein import (
-    bernstein_basis,
-    bernstein_interpolation_matrix,
-    bernstein_sensitivity,
-    bernstein_sensitivity_attained,
-    clip_sup,
-)
-from fdpcore.eigen import Eigenbasis, weighted_eigenbasis
-from fdpcore.errors import DomainError, InternalError, PrivacyParameterError
-from fdpcore.estimators import frl_mean_coefficients, iclp_ar_mean_coefficients, iclp_qr_mean_coefficients
-from fdpcore.formulas import formula
-from fdpcore.gaussian import CALIBRATIONS, GaussianCalibration, calibrate_gaussian, sample_gaussian_whitened
-from fdpcore.grids import Grid, grid_from_nodes
-from fdpcore.kernels import KernelSpec, decay_rate, kernel_spec
-from fdpcore.mechanisms import (
-    LaplaceCalibration,
-    calibrate_iclp,
-    sample_laplace_whitened,
-    whitened_expected_sq_error,
-)
-from fdpcore.preprocess import clip_l2
-from fdpcore.selection import (
+from fdpcore.noise.selection import (
     SelectionSpec,
     exponential_select,
     keyed_split,
@@ -83,18 +80,9 @@ from fdpcore.selection import (
     selection_scores,
     split_sizes,
 )
-from fdpcore.sensitivity import (
-    frl_paper_sensitivity,
-    frl_sensitivity,
-    gp_cm_paper_sensitivity,
-    gp_cm_sensitivity,
-    iclp_ar_active_set,
-    iclp_ar_paper_sensitivity,
-    iclp_ar_sensitivity,
-    iclp_qr_paper_sensitivity,
-    iclp_qr_sensitivity,
-)
-from fdpcore.tuning import (
+from fdpcore.privacy.accounting import exact
+from fdpcore.privacy.formulas import formula
+from fdpcore.privacy.tuning import (
     DEFAULT_RULES,
     DEFAULT_SIGNAL_FRACTION,
     PSS_RULES_BY_ESTIMATOR,
@@ -105,12 +93,29 @@ from fdpcore.tuning import (
 )
 
 __all__ = [
+    "auto_public_choices",
+    "dp_select_scores",
+    "draw_mean_release",
     "ESTIMATORS",
+    "frl_mean_coefficients",
+    "frl_paper_sensitivity",
+    "frl_sensitivity",
+    "gp_cm_paper_sensitivity",
+    "gp_cm_sensitivity",
+    "gp_cm_spectrum_free_bound",
+    "iclp_ar_active_set",
+    "iclp_ar_attaining_pair",
+    "iclp_ar_mean_coefficients",
+    "iclp_ar_paper_sensitivity",
+    "iclp_ar_sensitivity",
+    "iclp_ar_thresholds",
+    "iclp_qr_mean_coefficients",
+    "iclp_qr_paper_sensitivity",
+    "iclp_qr_sensitivity",
+    "iclp_qr_shrinkage",
+    "iclp_qr_weights",
     "MeanPlan",
     "MeanRelease",
-    "dp_select_scores",
-    "auto_public_choices",
-    "draw_mean_release",
     "plan_mean_release",
     "release_mean",
     "select_mean_parameters",
@@ -171,10 +176,13 @@ class MeanPlan:
         basis: kernel eigenbasis on the grid.
         n: number of records (public under replace-one adjacency).
         tau: L2 clipping radius.
-        epsilon, delta: total privacy cost of one draw (selection included).
-        eta, psi: regularisation (ICLP-QR, GP, ICLP-AR), else ``None``.
+        epsilon: total privacy cost of one draw (selection included).
+        delta: see ``epsilon``.
+        eta: regularisation (ICLP-QR, GP, ICLP-AR), else ``None``.
+        psi: see ``eta``.
         n_basis: FRL's ``M``, else ``None``.
-        lattice_k, sup_clip: Bernstein lattice resolution and sup-norm clip ``B``, else ``None``.
+        lattice_k: Bernstein lattice resolution and sup-norm clip ``B``, else ``None``.
+        sup_clip: see ``lattice_k``.
         tuning: ``"fixed"``, a PSS rule name, ``"dp_select"`` or ``"pcv"``.
         tuning_formula: formula id of the rule (``None`` when fixed).
         beta: kernel decay rate used by PSS.
@@ -189,7 +197,7 @@ class MeanPlan:
         non_private: ``True`` only for PCV tuning: the release is then **not** DP.
         secure: OpenDP samplers (``False``: NumPy, simulations only).
         public_choices: public parameters bought with budget (``tau: auto``, ``value_offset: auto``),
-            each a named split of ``epsilon`` charged with the release (:mod:`fdpcore.autoparams`).
+            each a named split of ``epsilon`` charged with the release (:mod:`fdpcore.noise.quantiles`).
         signal_fraction: the prior signal scale of ``risk_prior`` as a fraction of ``tau``.
     """
 
@@ -231,7 +239,7 @@ class MeanPlan:
 
         The registry's status of :attr:`sensitivity_formula`, except for Bernstein, whose ``2BL/n``
         is attained (by the constant curves ``B`` and ``-B``) only when those survive the L2 clip,
-        ``B ||1|| <= tau`` (:func:`fdpcore.bernstein.bernstein_sensitivity_attained`).
+        ``B ||1|| <= tau`` (:func:`fdpcore.noise.bernstein.bernstein_sensitivity_attained`).
         """
         if self.estimator == "bernstein":
             b = self.sup_clip if self.sup_clip is not None else float("inf")
@@ -395,11 +403,11 @@ def plan_mean_release(
 
     Parameters are either fixed (``eta`` and ``psi`` together; ``n_basis`` for FRL; ``lattice_k``
     for Bernstein) or chosen by ``tuning``: a PSS rule of the estimator
-    (:data:`fdpcore.tuning.PSS_RULES_BY_ESTIMATOR`, default :data:`fdpcore.tuning.DEFAULT_RULES`),
+    (:data:`fdpcore.privacy.tuning.PSS_RULES_BY_ESTIMATOR`, default :data:`fdpcore.privacy.tuning.DEFAULT_RULES`),
     ``"dp_select"`` (exponential mechanism, ``select_epsilon`` of the total ``epsilon``) or
     ``"pcv"`` (not DP: needs ``non_private=True``). With ``dp_select``/``pcv`` the returned plan is
     pending until :func:`select_mean_parameters` runs. The default rule of ``iclp_qr`` and ``gp`` is
-    ``risk_prior`` (:func:`fdpcore.tuning.risk_prior_iclp_qr`, with ``signal_fraction``).
+    ``risk_prior`` (:func:`fdpcore.privacy.tuning.risk_prior_iclp_qr`, with ``signal_fraction``).
     ``public_choices`` (``tau: auto``, ``value_offset: auto``) are parts of ``epsilon`` paid before the
     tuning and the mean; ``tau`` is then the value they released.
 
@@ -411,7 +419,7 @@ def plan_mean_release(
             ``classical`` with ``epsilon > 1``, ICLP-AR ``eta < 1``, a bad ``select_epsilon``.
         DomainError: unknown estimator or rule, parameters not meant for the estimator.
 
-    >>> from fdpcore.grids import midpoint_grid
+    >>> from fdpcore.basis.grids import midpoint_grid
     >>> p = plan_mean_release(midpoint_grid(48), {"name": "matern", "nu": 1.5, "rho": 0.1},
     ...                       n=508, tau=1.0, epsilon=1.0, secure=False)
     >>> (p.tuning, p.sensitivity < p.paper_sensitivity)
@@ -667,15 +675,16 @@ def auto_public_choices(
     """The public choices a release buys, not yet drawn: the centre first, then ``tau`` (MATH.md §1.7).
 
     Each is a named split of ``epsilon`` (``share * epsilon``, an exact decimal, raised to the quantile's
-    reliability floor when ``n`` is small: :func:`fdpcore.autoparams.choice_epsilon`). The quantile level of
+    reliability floor when ``n`` is small: :func:`fdpcore.noise.quantiles.choice_epsilon`). The quantile level of
     ``tau`` comes from the release's expected noise at ``tau = 1`` (its plan, with the same splits and
     ``plan_kwargs`` as the release: estimator, tuning, ...), so only public inputs enter.
 
-    >>> from fdpcore.grids import midpoint_grid
-    >>> ch = auto_public_choices(midpoint_grid(48), {"name": "matern", "nu": 1.5, "rho": 0.1}, n=508,
-    ...                          epsilon=1.0, tau_auto=True, centre_range=(0.0, 4000.0))
-    >>> [(c.name, c.epsilon) for c in ch]
-    [('value_offset', 0.1307), ('tau', 0.1)]
+    Examples:
+        >>> from fdpcore.basis.grids import midpoint_grid
+        >>> ch = auto_public_choices(midpoint_grid(48), {"name": "matern", "nu": 1.5, "rho": 0.1}, n=508,
+        ...                          epsilon=1.0, tau_auto=True, centre_range=(0.0, 4000.0))
+        >>> [(c.name, c.epsilon) for c in ch]
+        [('value_offset', 0.1307), ('tau', 0.1)]
     """
     choices: list[PublicChoice] = []
     if centre_range is not None:
@@ -704,8 +713,8 @@ def select_mean_parameters(
 ) -> MeanPlan:
     """Run a pending plan's selection on the data and return the finished plan (MATH.md §5.2-5.3).
 
-    ``dp_select``: the records are split by :func:`fdpcore.selection.keyed_split` of ``unit_ids``
-    (default: row numbers) under a fresh key (:func:`fdpcore.selection.selection_key`, never kept);
+    ``dp_select``: the records are split by :func:`fdpcore.noise.selection.keyed_split` of ``unit_ids``
+    (default: row numbers) under a fresh key (:func:`fdpcore.noise.selection.selection_key`, never kept);
     the exponential mechanism (Gumbel report-noisy-max, OpenDP when the plan is secure) scores
     ``-||P_tau(S_V/m_v) - fit_c(P_tau(S_T/m_t))||^2 - pi(c)`` with the public normalisers of the spec,
     ``epsilon_1``-DP by ``selection.exp_mech.score_sensitivity@2``; then ``psi = psi_hat m_t / n``
@@ -786,7 +795,7 @@ def summarise_mean(clipped_curves: ArrayLike, plan: MeanPlan) -> NDArrayFloat:
     computed. For Bernstein the curves are sup-clipped to ``B`` record by record and interpolated
     onto the lattice.
 
-    >>> from fdpcore.grids import midpoint_grid
+    >>> from fdpcore.basis.grids import midpoint_grid
     >>> p = plan_mean_release(midpoint_grid(20), {"name": "matern", "nu": 1.5, "rho": 0.1}, n=2, tau=1.0,
     ...                       epsilon=1.0, estimator="frl", n_basis=3, secure=False)
     >>> summarise_mean(np.zeros((2, 20)), p).tolist()
@@ -811,10 +820,10 @@ def whitened_from_mean_coefficients(xbar: NDArrayFloat, plan: MeanPlan) -> NDArr
 
     FRL, ICLP-AR and ICLP-QR (MATH.md §4.1-§4.3) depend on the records only through the mean of their
     eigen-coefficients, so the in-memory path (:func:`summarise_mean`) and the streaming path
-    (:func:`fdpcore.accumulate.summarise_mean_sums`) share this step. Not for Bernstein (its summary is
+    (:func:`fdpcore.data.accumulate.summarise_mean_sums`) share this step. Not for Bernstein (its summary is
     on the lattice, not the eigenbasis).
 
-    >>> from fdpcore.grids import midpoint_grid
+    >>> from fdpcore.basis.grids import midpoint_grid
     >>> p = plan_mean_release(midpoint_grid(20), {"name": "matern", "nu": 1.5, "rho": 0.1}, n=2, tau=1.0,
     ...                       epsilon=1.0, estimator="frl", n_basis=2, secure=False)
     >>> whitened_from_mean_coefficients(np.array([0.5, -0.25, 0.1, 0.0]), p).tolist()
@@ -886,19 +895,24 @@ def release_mean(
             with ``secure=False``) and shared by all ``draws``.
         kernel: kernel mapping, e.g. ``{"name": "matern", "nu": 1.5, "rho": 0.1}``.
         estimator: ``"iclp_qr"``, ``"iclp_ar"``, ``"frl"``, ``"gp"`` or ``"bernstein"``.
-        eta, psi: regularisation (QR, GP, AR); ``None`` for both lets ``tuning`` choose.
+        eta: regularisation (QR, GP, AR); ``None`` for both lets ``tuning`` choose.
+        psi: see ``eta``.
         delta: 0 for the pure-DP estimators; ``> 0`` for ``gp``.
         draws: independent draws; each is a separate release costing ``epsilon``.
         secure: OpenDP's floating-point-safe samplers. ``False`` uses NumPy (simulations only).
         tuning: a PSS rule, ``"dp_select"`` or ``"pcv"`` (simulation only: needs ``secure=False``
             and the result has ``private == False``); default: the estimator's tightened PSS rule.
-        n_basis: FRL's ``M``. calibration: ``"analytic"`` or ``"classical"`` (gp).
-        lattice_k, sup_clip: Bernstein lattice resolution ``k`` and sup-norm clip ``B``.
+        n_basis: FRL's ``M``.
+        calibration: ``"analytic"`` or ``"classical"`` (gp).
+        lattice_k: Bernstein lattice resolution ``k`` and sup-norm clip ``B``.
+        sup_clip: see ``lattice_k``.
         select_epsilon: ``epsilon_1`` of ``dp_select`` (part of ``epsilon``).
         unit_ids: the privacy units' ids, one per row, for ``dp_select``'s keyed-hash split (default:
             row numbers); the same split as ``fdp release``, which passes the dataset's unit ids.
         rng: generator for ``secure=False`` (ignored when secure).
-        tau_share, tau_range: ``tau: "auto"`` only. signal_fraction: prior scale of ``risk_prior``.
+        tau_share: share of ``epsilon`` that buys ``tau: "auto"``.
+        tau_range: the range of the candidate grid of ``tau: "auto"``.
+        signal_fraction: prior signal scale of ``risk_prior`` as a fraction of ``tau``.
 
     Returns:
         :class:`MeanRelease` with ``.values`` (``draws x K``), ``.sensitivity``, ``.epsilon``,
@@ -943,3 +957,309 @@ def release_mean(
         plan = select_mean_parameters(clipped, plan, unit_ids=unit_ids, rng=rng)
     z = summarise_mean(clipped, plan)
     return MeanRelease(draw_mean_release(plan, z, draws=draws, rng=rng), grid, plan)
+
+
+# --- Sensitivities of the mean (MATH.md §4, table §4.6; formerly fdpcore/summaries/mean.py) -----------------
+# Each function computes exactly one formula, registered under the formula id in its docstring
+# (fdpcore.privacy.formulas). Every bound assumes replace-one adjacency with public n and
+# record-wise clipping ||X_i||_W <= tau.
+
+
+def iclp_qr_weights(eigenvalues: ArrayLike, eta: float, psi: float) -> NDArrayFloat:
+    """The ICLP-QR weights ``a_j = lambda_j^(eta - 1/2) / (lambda_j^eta + psi)`` (MATH.md §0.3, §4.3).
+
+    >>> iclp_qr_weights([1.0], 1.0, 1.0).tolist()
+    [0.5]
+    """
+    lam = _eigenvalues(eigenvalues)
+    eta = _validate.positive_finite("eta", eta)
+    psi = _validate.positive_finite("psi", psi)
+    return lam ** (eta - 0.5) / (lam**eta + psi)
+
+
+def iclp_qr_sensitivity(eigenvalues: ArrayLike, *, eta: float, psi: float, tau: float, n: int) -> float:
+    """Exact ``1,C``-norm sensitivity of the ICLP-QR mean (formula ``sensitivity.mean.iclp_qr.exact_l2@1``).
+
+    .. math:: \\Delta_{QR} = \\frac{2\\tau}{n}\\Big(\\sum_{j\\in\\mathcal J}
+              \\frac{\\lambda_j^{2\\eta-1}}{(\\lambda_j^\\eta+\\psi)^2}\\Big)^{1/2} = \\frac{2\\tau}{n}\\lVert a\\rVert_2
+
+    Attained by ``X_1 = tau u``, ``X_1' = -tau u`` with ``u = sum_j (a_j/||a||_2) phi_j``
+    (MATH.md §4.3, [EXACT]).
+
+    Privacy assumptions: the grid, kernel, ``eta``, ``psi``, ``tau`` and ``n`` are public;
+    every record is clipped to ``||X_i||_W <= tau``; adjacency is replace-one.
+
+    >>> round(iclp_qr_sensitivity([1.0, 0.25], eta=1.0, psi=1.0, tau=1.0, n=2), 6)
+    0.640312
+    """
+    tau = _validate.positive_finite("tau", tau)
+    n = _validate.positive_int("n", n)
+    a = iclp_qr_weights(eigenvalues, eta, psi)
+    return float(2.0 * tau / n * np.sqrt(np.sum(a * a)))
+
+
+def iclp_qr_paper_sensitivity(eigenvalues: ArrayLike, *, eta: float, psi: float, tau: float, n: int) -> float:
+    """The paper's bound ``(2 tau / n) ||a||_1`` ([ICLP-v2] Thm 6.3; formula ``sensitivity.mean.iclp_qr.paper_l1@1``).
+
+    Valid but loose; recorded next to the exact value so auditors see the tightening.
+
+    >>> round(iclp_qr_paper_sensitivity([1.0, 0.25], eta=1.0, psi=1.0, tau=1.0, n=2), 6)
+    0.9
+    """
+    tau = _validate.positive_finite("tau", tau)
+    n = _validate.positive_int("n", n)
+    a = iclp_qr_weights(eigenvalues, eta, psi)
+    return float(2.0 * tau / n * np.sum(a))
+
+
+def frl_sensitivity(n_basis: int, *, tau: float, n: int) -> float:
+    """Exact l1 sensitivity of the FRL coefficient vector (formula ``sensitivity.mean.frl.exact@1``, MATH.md §4.1).
+
+    .. math:: \\Delta_1 = \\frac{2\\tau\\sqrt M}{n}
+
+    Attained by ``X_1 = d/2``, ``X_1' = -d/2`` with ``d_j = 2 tau / sqrt(M)`` on the first ``M``
+    coefficients ([EXACT]).
+
+    Privacy assumptions: ``M``, ``tau``, ``n`` public; records clipped to ``||X_i||_W <= tau``.
+
+    >>> round(frl_sensitivity(10, tau=1.0, n=100), 4)
+    0.0632
+    """
+    m = _validate.positive_int("n_basis", n_basis)
+    tau = _validate.positive_finite("tau", tau)
+    n = _validate.positive_int("n", n)
+    return float(2.0 * tau * np.sqrt(m) / n)
+
+
+def frl_paper_sensitivity(n_basis: int, *, tau: float, n: int) -> float:
+    """The paper's FRL bound ``2 M tau / n`` ([ICLP-v2] Thm 6.1; formula ``sensitivity.mean.frl.paper@1``).
+
+    >>> frl_paper_sensitivity(10, tau=1.0, n=100)
+    0.2
+    """
+    m = _validate.positive_int("n_basis", n_basis)
+    tau = _validate.positive_finite("tau", tau)
+    n = _validate.positive_int("n", n)
+    return float(2.0 * m * tau / n)
+
+
+def iclp_ar_thresholds(eigenvalues: ArrayLike, eta: float, psi: float) -> NDArrayFloat:
+    """Soft thresholds ``t_j = psi / (2 lambda_j^(eta/2))`` of ICLP-AR (MATH.md §4.2, corrected).
+
+    >>> iclp_ar_thresholds([1.0, 0.25], 2.0, 0.5).tolist()
+    [0.25, 1.0]
+    """
+    lam = _eigenvalues(eigenvalues)
+    eta = _validate.positive_finite("eta", eta)
+    psi = _validate.positive_finite("psi", psi)
+    return psi / (2.0 * lam ** (eta / 2.0))
+
+
+def iclp_ar_active_set(eigenvalues: ArrayLike, *, eta: float, psi: float, tau: float) -> int:
+    """Size ``J*`` of the data-independent active set ``A = {j : t_j < tau} = {1..J*}`` (MATH.md §4.2).
+
+    Outside ``A`` every soft-thresholded coefficient is exactly 0 because ``|xbar_j| <= tau``.
+
+    >>> iclp_ar_active_set([1.0, 0.25, 0.01], eta=2.0, psi=0.5, tau=0.9)
+    1
+    """
+    tau = _validate.positive_finite("tau", tau)
+    return int(np.sum(iclp_ar_thresholds(eigenvalues, eta, psi) < tau))
+
+
+def iclp_ar_sensitivity(eigenvalues: ArrayLike, *, eta: float, psi: float, tau: float, n: int) -> float:
+    """Tightest valid 1,C-norm bound for ICLP-AR (formula ``sensitivity.mean.iclp_ar.l2@1``, MATH.md §4.2).
+
+    .. math:: \\Delta_{AR} = \\frac{2\\tau}{n}\\Big(\\sum_{j\\in\\mathcal A}\\lambda_j^{-1}\\Big)^{1/2}
+
+    Soft thresholding is 1-Lipschitz and the Lemma of §4 applies with weights ``lambda_j^(-1/2)``
+    on ``A``. [UPPER]; [EXACT] when :func:`iclp_ar_attaining_pair` finds the feasibility condition
+    met. It is never larger than the corrected l1 form ``(2tau/n) sum_A lambda_j^(-1/2)`` nor than
+    the paper's bound when that one is valid, so it is the smallest valid bound of §4.2.
+
+    >>> round(iclp_ar_sensitivity([1.0, 0.25, 0.01], eta=2.0, psi=0.5, tau=0.9, n=10), 6)
+    0.18
+    """
+    lam = _eigenvalues(eigenvalues)
+    n = _validate.positive_int("n", n)
+    j_star = iclp_ar_active_set(lam, eta=eta, psi=psi, tau=tau)
+    if j_star == 0:
+        raise PrivacyParameterError(
+            f"psi ({psi!r}) must leave at least one active ICLP-AR coefficient (t_1 < tau); lower psi"
+        )
+    return float(2.0 * tau / n * np.sqrt(np.sum(1.0 / lam[:j_star])))
+
+
+def iclp_ar_paper_sensitivity(eigenvalues: ArrayLike, *, eta: float, psi: float, tau: float, n: int) -> float:
+    """The paper's ICLP-AR bound ``(2tau/n) sum_{j<=J*} lambda_j^(-eta/2)`` (formula ``sensitivity.mean.iclp_ar.paper@1``).
+
+    [ICLP-v2] Thm 6.2, read with the corrected ``J*``. It is valid only when ``lambda_j <= 1`` on
+    the active set (true after trace normalisation); it is recorded, never used for noise.
+
+    >>> round(iclp_ar_paper_sensitivity([1.0, 0.25, 0.01], eta=2.0, psi=0.5, tau=0.9, n=10), 6)
+    0.18
+    """
+    lam = _eigenvalues(eigenvalues)
+    n = _validate.positive_int("n", n)
+    j_star = iclp_ar_active_set(lam, eta=eta, psi=psi, tau=tau)
+    return float(2.0 * tau / n * np.sum(lam[:j_star] ** (-eta / 2.0)))
+
+
+def iclp_ar_attaining_pair(
+    eigenvalues: ArrayLike, *, eta: float, psi: float, tau: float, n: int
+) -> tuple[NDArrayFloat, NDArrayFloat, NDArrayFloat] | None:
+    """Coefficients ``(x, x', m)`` of a neighbouring pair attaining :func:`iclp_ar_sensitivity`, or ``None``.
+
+    ``x = d*/2``, ``x' = -d*/2`` with ``d* = 2 tau lambda_A^(-1/2) / ||lambda_A^(-1/2)||`` and the
+    other ``n - 1`` records all equal to ``m`` with ``m_j = n (t_j + |d*_j|/(2n)) / (n - 1)`` on ``A``.
+    The pair exists when ``sum_A (t_j + |d*_j|/(2n))^2 <= ((n-1) tau / n)^2`` (MATH.md §4.2).
+
+    >>> iclp_ar_attaining_pair([1.0, 0.25, 0.01], eta=2.0, psi=0.5, tau=0.9, n=10) is not None
+    True
+    """
+    lam = _eigenvalues(eigenvalues)
+    n = _validate.positive_int("n", n, minimum=2)
+    tau = _validate.positive_finite("tau", tau)
+    j_star = iclp_ar_active_set(lam, eta=eta, psi=psi, tau=tau)
+    if j_star == 0:
+        return None
+    t = iclp_ar_thresholds(lam, eta, psi)[:j_star]
+    w = lam[:j_star] ** -0.5
+    d_star = 2.0 * tau * w / np.linalg.norm(w)
+    need = t + d_star / (2.0 * n)
+    if float(np.sum(need**2)) > ((n - 1) * tau / n) ** 2:
+        return None
+    full = np.zeros(lam.shape[0])
+    x, m = full.copy(), full.copy()
+    x[:j_star] = d_star / 2.0
+    m[:j_star] = n * need / (n - 1)
+    return x, -x, m
+
+
+def gp_cm_sensitivity(eigenvalues: ArrayLike, *, eta: float, psi: float, tau: float, n: int) -> float:
+    """Exact Cameron-Martin sensitivity of the ICLP-QR summary (formula ``sensitivity.mean.gp.cm_exact@1``).
+
+    .. math:: \\Delta_{CM} = \\frac{2\\tau}{n}\\max_{j\\in\\mathcal J}
+              \\frac{\\lambda_j^{\\eta-1/2}}{\\lambda_j^\\eta+\\psi}
+
+    Attained by ``X_1 = tau phi_{j*}``, ``X_1' = -tau phi_{j*}`` (MATH.md §4.4, [EXACT]).
+
+    Privacy assumptions: as :func:`iclp_qr_sensitivity`.
+
+    >>> round(gp_cm_sensitivity([1.0, 0.25], eta=1.0, psi=1.0, tau=1.0, n=2), 6)
+    0.5
+    """
+    tau = _validate.positive_finite("tau", tau)
+    n = _validate.positive_int("n", n)
+    return float(2.0 * tau / n * np.max(iclp_qr_weights(eigenvalues, eta, psi)))
+
+
+def gp_cm_spectrum_free_bound(*, eta: float, psi: float, tau: float, n: int) -> float:
+    """Spectrum-free bound ``(tau/n) psi^(-1/(2eta)) (2eta-1)^(1-1/(2eta)) / eta`` (formula ``sensitivity.mean.gp.cm_spectrum_free@1``).
+
+    The maximum of ``2 a(lambda)`` over ``lambda > 0`` (at ``lambda^eta = (2eta - 1) psi``), valid
+    for ``eta > 1/2`` ([UPPER], MATH.md §4.4).
+
+    >>> gp_cm_spectrum_free_bound(eta=1.0, psi=1.0, tau=1.0, n=1)
+    1.0
+    """
+    eta = _validate.positive_finite("eta", eta)
+    if eta <= 0.5:
+        raise PrivacyParameterError(f"eta ({eta!r}) must be > 1/2 for the spectrum-free GP bound")
+    psi = _validate.positive_finite("psi", psi)
+    tau = _validate.positive_finite("tau", tau)
+    n = _validate.positive_int("n", n)
+    return float(tau / n * psi ** (-1.0 / (2.0 * eta)) * (2.0 * eta - 1.0) ** (1.0 - 1.0 / (2.0 * eta)) / eta)
+
+
+def gp_cm_paper_sensitivity(*, eta: float, psi: float, tau: float, n: int) -> float:
+    """The [MRS] slide bound ``tau / (n psi^(1/(2eta)))`` (formula ``sensitivity.mean.gp.mrs_paper@1``).
+
+    Equal to the spectrum-free bound at ``eta = 1``; for ``eta > 1`` it is too small (not a valid
+    bound, MATH.md §4.4) — recorded for comparison only.
+
+    >>> gp_cm_paper_sensitivity(eta=1.0, psi=0.25, tau=1.0, n=2)
+    1.0
+    """
+    eta = _validate.positive_finite("eta", eta)
+    psi = _validate.positive_finite("psi", psi)
+    tau = _validate.positive_finite("tau", tau)
+    n = _validate.positive_int("n", n)
+    return float(tau / (n * psi ** (1.0 / (2.0 * eta))))
+
+
+def _eigenvalues(eigenvalues: ArrayLike) -> NDArrayFloat:
+    lam = np.asarray(eigenvalues, dtype=np.float64)
+    if lam.ndim != 1 or lam.shape[0] == 0 or not np.all(np.isfinite(lam)) or np.any(lam <= 0):
+        raise DomainError("eigenvalues must be a non-empty 1-D array of finite positive numbers (the kept set J)")
+    return lam
+
+
+# --- Mean estimators in eigen-coefficients (MATH.md §4; formerly fdpcore/summaries/mean.py) ------------------
+# Pre-noise statistics: never published or logged.
+
+
+def iclp_qr_shrinkage(eigenvalues: ArrayLike, eta: float, psi: float) -> NDArrayFloat:
+    """Shrinkage factors ``s_j = lambda_j^eta / (lambda_j^eta + psi)`` of ICLP-QR (MATH.md §4.3).
+
+    >>> iclp_qr_shrinkage([1.0, 0.25], 1.0, 0.25).tolist()
+    [0.8, 0.5]
+    """
+    lam = _eigenvalues(eigenvalues)
+    eta = _validate.positive_finite("eta", eta)
+    psi = _validate.positive_finite("psi", psi)
+    return lam**eta / (lam**eta + psi)
+
+
+def iclp_qr_mean_coefficients(
+    mean_coefficients: ArrayLike, eigenvalues: ArrayLike, *, eta: float, psi: float
+) -> NDArrayFloat:
+    """ICLP-QR mean estimator (formula ``estimator.mean.iclp_qr@1``, MATH.md §4.3).
+
+    Minimises ``(1/n) sum_i ||X_i - theta||_W^2 + psi ||theta||_{C^eta}^2``:
+
+    .. math:: \\theta_j(\\hat\\mu^{QR}) = \\frac{\\lambda_j^\\eta}{\\lambda_j^\\eta+\\psi}\\,\\bar x_j
+
+    Args:
+        mean_coefficients: ``xbar_j = theta_j(Xbar)`` on the kept set (projection included).
+        eigenvalues: ``lambda_j`` on the kept set.
+        eta: power of the kernel in the penalty ``||theta||_{C^eta}``.
+        psi: weight ``psi`` of the penalty.
+
+    >>> iclp_qr_mean_coefficients([1.0, 1.0], [1.0, 0.25], eta=1.0, psi=0.25).tolist()
+    [0.8, 0.5]
+    """
+    return iclp_qr_shrinkage(eigenvalues, eta, psi) * np.asarray(mean_coefficients, dtype=np.float64)
+
+
+def frl_mean_coefficients(mean_coefficients: ArrayLike, n_basis: int) -> NDArrayFloat:
+    """FRL estimator: the first ``M`` eigen-coefficients of the mean (formula ``estimator.mean.frl@1``, MATH.md §4.1).
+
+    .. math:: v = (\\bar x_1, \\dots, \\bar x_M),\\qquad \\hat\\mu^{FRL} = \\sum_{j\\le M} \\bar x_j\\phi_j
+
+    >>> frl_mean_coefficients([0.5, -0.2, 0.1], 2).tolist()
+    [0.5, -0.2]
+    """
+    x = np.asarray(mean_coefficients, dtype=np.float64)
+    m = _validate.positive_int("n_basis", n_basis)
+    if m > x.shape[-1]:
+        raise DomainError(f"n_basis ({m}) must be <= the number of kept eigenpairs ({x.shape[-1]})")
+    return x[..., :m].copy()
+
+
+def iclp_ar_mean_coefficients(
+    mean_coefficients: ArrayLike, eigenvalues: ArrayLike, *, eta: float, psi: float
+) -> NDArrayFloat:
+    """ICLP-AR estimator: soft thresholding (formula ``estimator.mean.iclp_ar@1``, MATH.md §4.2).
+
+    Minimises ``(1/n) sum_i ||X_i - theta||_W^2 + psi ||theta||_{1,C^eta}``:
+
+    .. math:: \\theta_j(\\hat\\mu^{AR}) = \\mathrm{sgn}(\\bar x_j)\\,(|\\bar x_j| - t_j)_+,
+              \\qquad t_j = \\frac{\\psi}{2\\lambda_j^{\\eta/2}}
+
+    >>> iclp_ar_mean_coefficients([0.5, -0.5], [1.0, 0.25], eta=2.0, psi=0.5).tolist()
+    [0.25, -0.0]
+    """
+    t = iclp_ar_thresholds(eigenvalues, eta, psi)
+    x = np.asarray(mean_coefficients, dtype=np.float64)
+    return np.sign(x) * np.maximum(np.abs(x) - t, 0.0)

@@ -108,9 +108,10 @@ class PublicChoice:
 def tau_candidates(lo: float, hi: float, per_decade: int = TAU_PER_DECADE) -> tuple[float, ...]:
     """The public geometric grid ``lo * 10^(k / per_decade)`` up to ``hi`` (both ends included).
 
-    >>> c = tau_candidates(0.1, 10.0, 2)
-    >>> [round(x, 4) for x in c]
-    [0.1, 0.3162, 1.0, 3.1623, 10.0]
+    Examples:
+        >>> c = tau_candidates(0.1, 10.0, 2)
+        >>> [round(x, 4) for x in c]
+        [0.1, 0.3162, 1.0, 3.1623, 10.0]
     """
     lo = _validate.positive_finite("tau_range[0]", lo, privacy=False)
     hi = _validate.positive_finite("tau_range[1]", hi, privacy=False)
@@ -282,7 +283,7 @@ def choice_epsilon(name: str, n: int, epsilon: float, share: float, n_candidates
         raise PrivacyParameterError(
             f"{name}: auto needs epsilon >= {need:g} for its DP quantile with n = {n} records and {n_candidates} "
             f"candidates (n * epsilon >= {2 * quantile_rank_margin(1.0, n_candidates):.1f}), more than half of "
-            f"privacy.epsilon ({epsilon:g}); give {name} a priori (README: choosing value_offset, value_scale and tau) "
+            f"privacy.epsilon ({epsilon:g}); give {name} a priori (docs/configuration.md: choosing value_offset, value_scale and tau) "
             "or raise privacy.epsilon"
         )
     return need

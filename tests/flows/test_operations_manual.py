@@ -1,4 +1,4 @@
-"""README "Operations" recovery walk-throughs, run line by line as written (for the current month).
+"""docs/operations.md recovery walk-throughs, run line by line as written (for the current month).
 
 Each ``fdp`` line of a ```` ```bash ```` block marked ``<!-- walkthrough: STATE -->`` is run through
 the CLI's ``main`` with ``2026-11`` replaced by the current month, ``/srv/releases`` by a temporary
@@ -23,9 +23,9 @@ DATASET = "adelaide-electricity-monday"
 
 
 def _walkthrough(state: str) -> list[list[str]]:
-    text = (REPO / "README.md").read_text()
+    text = (REPO / "docs" / "operations.md").read_text()
     block = re.search(rf"<!-- walkthrough: {state} -->\n```bash\n(.*?)```", text, re.S)
-    assert block is not None, f"README has no walk-through for {state!r}"
+    assert block is not None, f"docs/operations.md has no walk-through for {state!r}"
     lines = block.group(1).replace("\\\n", " ").splitlines()
     commands = []
     for line in lines:

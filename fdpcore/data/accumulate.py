@@ -24,11 +24,11 @@ from fractions import Fraction
 import numpy as np
 
 from fdpcore._typing import ArrayLike, NDArrayFloat
-from fdpcore.bernstein import bernstein_interpolation_matrix, clip_sup
-from fdpcore.covariance import CovariancePlan, _upper, iclp_qr_covariance_coefficients
 from fdpcore.errors import DomainError, InternalError
-from fdpcore.regression import FosrPlan, fosr_whitened
-from fdpcore.release import MeanPlan, whitened_from_mean_coefficients
+from fdpcore.noise.bernstein import bernstein_interpolation_matrix, clip_sup
+from fdpcore.summaries.covariance import CovariancePlan, _upper, iclp_qr_covariance_coefficients
+from fdpcore.summaries.fosr import FosrPlan, fosr_whitened
+from fdpcore.summaries.mean import MeanPlan, whitened_from_mean_coefficients
 
 __all__ = [
     "QUANTUM_BITS",
@@ -351,7 +351,7 @@ def accumulate_curves(
 
 
 def summarise_mean_sums(sums: CurveSums, plan: MeanPlan) -> NDArrayFloat:
-    """Pre-noise whitened coordinates ``z`` from exact sums: :func:`fdpcore.release.summarise_mean` on a mean.
+    """Pre-noise whitened coordinates ``z`` from exact sums: :func:`fdpcore.summaries.mean.summarise_mean` on a mean.
 
     Every mean estimator of MATH.md §4 is a function of the mean of the clipped records only
     (Bernstein: of the mean of the sup-clipped records), so ``z`` is computed from
@@ -359,8 +359,8 @@ def summarise_mean_sums(sums: CurveSums, plan: MeanPlan) -> NDArrayFloat:
     ``summarise_mean`` on the records to the lattice resolution (``< 2^-39 tau`` per grid value).
     Data-dependent tuning (``dp_select``, ``pcv``) needs the records and is not available here.
 
-    >>> from fdpcore.grids import midpoint_grid
-    >>> from fdpcore.release import plan_mean_release
+    >>> from fdpcore.basis.grids import midpoint_grid
+    >>> from fdpcore.summaries.mean import plan_mean_release
     >>> g = midpoint_grid(20)
     >>> p = plan_mean_release(g, {"name": "matern", "nu": 1.5, "rho": 0.1}, n=2, tau=1.0,
     ...                       epsilon=1.0, estimator="frl", n_basis=3, secure=False)
@@ -383,7 +383,7 @@ def summarise_mean_sums(sums: CurveSums, plan: MeanPlan) -> NDArrayFloat:
 
 
 def summarise_covariance_sums(sums: CurveSums, plan: CovariancePlan) -> NDArrayFloat:
-    """Pre-noise whitened upper-triangle coordinates from exact sums: :func:`fdpcore.covariance.summarise_covariance`.
+    """Pre-noise whitened upper-triangle coordinates from exact sums: :func:`fdpcore.summaries.covariance.summarise_covariance`.
 
     The covariance summary (MATH.md §6) depends on the records only through
     ``Kbar = (1/n) sum_i y_i y_i^T`` of their eigen-coefficients ``y_i = theta(X_i)``
@@ -395,8 +395,8 @@ def summarise_covariance_sums(sums: CurveSums, plan: CovariancePlan) -> NDArrayF
     the data and every engine. ``sums`` must carry the outer products (``StreamSpec(outer=True)``)
     of the centred (public centring) or raw (``sample_mean``) records clipped to ``plan.tau``.
 
-    >>> from fdpcore.covariance import plan_covariance_release, summarise_covariance
-    >>> from fdpcore.grids import midpoint_grid
+    >>> from fdpcore.summaries.covariance import plan_covariance_release, summarise_covariance
+    >>> from fdpcore.basis.grids import midpoint_grid
     >>> g = midpoint_grid(8)
     >>> x = np.array([[0.5] * 8, [-0.25] * 8, [0.125, -0.125] * 4])
     >>> p = plan_covariance_release(g, {"name": "matern", "nu": 1.5, "rho": 0.2}, n=3, tau=1.0, epsilon=1.0,
@@ -425,7 +425,7 @@ def summarise_covariance_sums(sums: CurveSums, plan: CovariancePlan) -> NDArrayF
 
 
 def summarise_fosr_sums(sums: CurveSums, plan: FosrPlan) -> tuple[NDArrayFloat, NDArrayFloat]:
-    """Pre-noise whitened ``T1`` entries and ``T2`` coefficients from exact sums: :func:`fdpcore.regression.summarise_fosr`.
+    """Pre-noise whitened ``T1`` entries and ``T2`` coefficients from exact sums: :func:`fdpcore.summaries.fosr.summarise_fosr`.
 
     The FoSR summary (MATH.md §7) depends on the units only through ``T1 = (1/n) sum_i x_i x_i^T``
     and ``G = theta((1/n) sum_i x_i Y_i^T)`` (``theta`` is linear). With ``x_i = (1, z_i)`` these
@@ -436,8 +436,8 @@ def summarise_fosr_sums(sums: CurveSums, plan: FosrPlan) -> tuple[NDArrayFloat, 
     integer sums). ``sums`` must carry :class:`DesignSums` of covariates clipped to ``plan.bound``
     and records clipped to ``plan.tau_y``.
 
-    >>> from fdpcore.grids import midpoint_grid
-    >>> from fdpcore.regression import plan_fosr_release, summarise_fosr
+    >>> from fdpcore.basis.grids import midpoint_grid
+    >>> from fdpcore.summaries.fosr import plan_fosr_release, summarise_fosr
     >>> g = midpoint_grid(8)
     >>> y, z = np.array([[0.5] * 8, [-0.25] * 8, [0.125, -0.125] * 4]), np.array([[1.0], [-1.0], [0.5]])
     >>> p = plan_fosr_release(g, {"name": "matern", "nu": 1.5, "rho": 0.2}, n=3, n_covariates=1, intercept=True,

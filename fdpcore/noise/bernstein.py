@@ -16,7 +16,7 @@ from scipy import special
 from fdpcore import _validate
 from fdpcore._typing import ArrayLike, NDArrayFloat
 from fdpcore.errors import DomainError
-from fdpcore.mechanisms import LaplaceCalibration, calibrate_iclp, sample_laplace_whitened
+from fdpcore.noise.iclp import LaplaceCalibration, calibrate_iclp, sample_laplace_whitened
 
 __all__ = [
     "bernstein_basis",

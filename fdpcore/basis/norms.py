@@ -1,8 +1,8 @@
 """Power kernels and the norms used for sensitivity (MATH.md §1.5, §2.3).
 
 Everything is spectral: with the kept eigenpairs ``(lambda_j, phi_j)``, ``j`` in ``J``,
-of a kernel on a grid (a 1-D :class:`~fdpcore.eigen.Eigenbasis` or a 2-D
-:class:`~fdpcore.tensor.TensorEigenbasis`),
+of a kernel on a grid (a 1-D :class:`~fdpcore.basis.eigen.Eigenbasis` or a 2-D
+:class:`~fdpcore.basis.tensor.TensorEigenbasis`),
 
 * the power kernel ``C^(s) = Phi_J Lambda_J^s Phi_J^T`` (never the pointwise power ``k(r)^s``);
 * ``||h||_{C^s}^2 = sum_j theta_j(h)^2 / lambda_j^s``, the Cameron–Martin norm ``||h||_C`` (s = 1);
@@ -20,9 +20,9 @@ import math
 import numpy as np
 
 from fdpcore._typing import AnyArray, ArrayLike, NDArrayFloat
-from fdpcore.eigen import Eigenbasis
+from fdpcore.basis.eigen import Eigenbasis
+from fdpcore.basis.tensor import TensorEigenbasis
 from fdpcore.errors import DomainError
-from fdpcore.tensor import TensorEigenbasis
 
 __all__ = [
     "DEFAULT_SPAN_RTOL",
@@ -106,9 +106,9 @@ def power_kernel(basis: Basis, s: float) -> NDArrayFloat:
     For a tensor basis the result is the ``K1 K2 x K1 K2`` matrix in row-major order (meant for
     small grids). The kernel is that of the basis, i.e. divided by ``basis.trace_scale``.
 
-    >>> from fdpcore.grids import midpoint_grid
-    >>> from fdpcore.eigen import weighted_eigenbasis
-    >>> from fdpcore.kernels import kernel_matrix
+    >>> from fdpcore.basis.grids import midpoint_grid
+    >>> from fdpcore.basis.eigen import weighted_eigenbasis
+    >>> from fdpcore.basis.kernels import kernel_matrix
     >>> g = midpoint_grid(30)
     >>> b = weighted_eigenbasis({"name": "matern", "nu": 0.5, "rho": 0.3}, g, normalize_trace=False)
     >>> bool(np.max(np.abs(power_kernel(b, 1.0) - kernel_matrix(b.kernel, g.grid_points))) < 1e-12)
@@ -127,8 +127,8 @@ def power_trace(basis: Basis, s: float) -> float:
     Finite on any grid, but for ``s = eta - 1`` it grows with the grid size unless
     ``eta > 1 + 1/beta`` (MATH.md §2.3).
 
-    >>> from fdpcore.grids import midpoint_grid
-    >>> from fdpcore.eigen import weighted_eigenbasis
+    >>> from fdpcore.basis.grids import midpoint_grid
+    >>> from fdpcore.basis.eigen import weighted_eigenbasis
     >>> b = weighted_eigenbasis({"name": "matern", "nu": 1.5, "rho": 0.1}, midpoint_grid(40))
     >>> round(power_trace(b, 1.0), 10), power_trace(b, 0.0) == b.n_basis
     (1.0, True)
@@ -159,8 +159,8 @@ def power_norm(h: ArrayLike, basis: Basis, s: float, *, span_rtol: float = DEFAU
     Returns:
         A float for one vector, an array for rows.
 
-    >>> from fdpcore.grids import midpoint_grid
-    >>> from fdpcore.eigen import weighted_eigenbasis
+    >>> from fdpcore.basis.grids import midpoint_grid
+    >>> from fdpcore.basis.eigen import weighted_eigenbasis
     >>> b = weighted_eigenbasis({"name": "matern", "nu": 1.5, "rho": 0.1}, midpoint_grid(40))
     >>> h = 3.0 * b.eigenfunctions[:, 2]
     >>> bool(np.isclose(power_norm(h, b, 2.0), 3.0 / b.eigenvalues[2]))
@@ -180,9 +180,9 @@ def cameron_martin_norm(h: ArrayLike, basis: Basis, *, span_rtol: float = DEFAUL
     The Mahalanobis form is the one [HRW] uses on function values; the spectral form is
     computed (no matrix inverse) and equals it whenever every eigenpair is kept.
 
-    >>> from fdpcore.grids import midpoint_grid
-    >>> from fdpcore.eigen import weighted_eigenbasis
-    >>> from fdpcore.kernels import kernel_matrix
+    >>> from fdpcore.basis.grids import midpoint_grid
+    >>> from fdpcore.basis.eigen import weighted_eigenbasis
+    >>> from fdpcore.basis.kernels import kernel_matrix
     >>> g = midpoint_grid(20)
     >>> b = weighted_eigenbasis({"name": "exponential", "rho": 0.5}, g, normalize_trace=False)
     >>> h = np.sin(3 * g.grid_points)
@@ -198,8 +198,8 @@ def one_c_norm(h: ArrayLike, basis: Basis, *, span_rtol: float = DEFAULT_SPAN_RT
     .. math:: \\|h\\|_{1,C}=\\sum_{j\\in\\mathcal J}\\frac{|\\theta_j(h)|}{\\sqrt{\\lambda_j}},
         \\qquad +\\infty\\ \\text{if}\\ \\|h-P_{\\mathcal J}h\\|_W>\\text{span\\_rtol}\\,\\|h\\|_W .
 
-    >>> from fdpcore.grids import midpoint_grid
-    >>> from fdpcore.eigen import weighted_eigenbasis
+    >>> from fdpcore.basis.grids import midpoint_grid
+    >>> from fdpcore.basis.eigen import weighted_eigenbasis
     >>> b = weighted_eigenbasis({"name": "matern", "nu": 1.5, "rho": 0.1}, midpoint_grid(40))
     >>> h = b.eigenfunctions[:, 0] - 2.0 * b.eigenfunctions[:, 1]
     >>> lam = b.eigenvalues

@@ -1,6 +1,6 @@
 """Compiled inner loops of the Bingham samplers (MATH.md §10.4), with a pure-NumPy fallback.
 
-The column-wise Gibbs sweep and the ACG rejection sampler of :mod:`fdpcore.bingham` make a
+The column-wise Gibbs sweep and the ACG rejection sampler of :mod:`fdpcore.noise.bingham` make a
 few small LAPACK calls per column update; from Python, the call overhead of NumPy (Cholesky,
 triangular solve, acceptance test, Householder update) costs as much as the arithmetic. Here
 the whole loop over column updates runs in one compiled function (numba ``@njit``) when numba
@@ -44,7 +44,7 @@ except ImportError:  # pragma: no cover - exercised by tests that force the fall
 
 #: True when the kernels are compiled by numba.
 NUMBA = numba is not None
-#: Newton steps for the ACG parameter b (see fdpcore.bingham.acg_envelope_b: every iterate is valid).
+#: Newton steps for the ACG parameter b (see fdpcore.noise.bingham.acg_envelope_b: every iterate is valid).
 NEWTON_STEPS = 3
 #: Proposals evaluated per vectorised batch by the NumPy fallback.
 _FALLBACK_BATCH = 8

@@ -33,9 +33,9 @@ from scipy import linalg
 
 from fdpcore import _validate
 from fdpcore._typing import ArrayLike, NDArrayFloat
+from fdpcore.basis.kernels import KernelSpec, kernel_matrix, kernel_spec
+from fdpcore.basis.tensor import SeparableKernel, separable_kernel, separable_kernel_matrix
 from fdpcore.errors import DomainError
-from fdpcore.kernels import KernelSpec, kernel_matrix, kernel_spec
-from fdpcore.tensor import SeparableKernel, separable_kernel, separable_kernel_matrix
 
 __all__ = [
     "DEFAULT_NUGGET",

@@ -21,9 +21,9 @@ from typing import Protocol
 import numpy as np
 
 from fdpcore._typing import ArrayLike, NDArrayFloat
+from fdpcore.basis.grids import Grid
+from fdpcore.basis.kernels import KernelSpec, kernel_matrix, kernel_spec
 from fdpcore.errors import DomainError
-from fdpcore.grids import Grid
-from fdpcore.kernels import KernelSpec, kernel_matrix, kernel_spec
 
 __all__ = [
     "DEFAULT_RTOL", "EIGEN_CODE_VERSION", "Eigenbasis", "EigenStore", "clear_memory_cache", "eigen_cache_key",
@@ -93,7 +93,7 @@ class Eigenbasis:
     def coefficients(self, curves: ArrayLike) -> NDArrayFloat:
         """``theta(f) = Phi^T W f`` for each row ``f`` of ``curves`` (MATH.md §1.3).
 
-        >>> from fdpcore.grids import midpoint_grid
+        >>> from fdpcore.basis.grids import midpoint_grid
         >>> b = weighted_eigenbasis({"name": "brownian"}, midpoint_grid(50))
         >>> bool(np.allclose(b.reconstruct(b.coefficients(b.eigenfunctions.T)), b.eigenfunctions.T))
         True
@@ -133,7 +133,7 @@ def weighted_eigenbasis(
 
     .. math:: S = W^{1/2} C W^{1/2} = U \\Lambda U^\\top,\\qquad \\phi_j = W^{-1/2} u_j .
 
-    >>> from fdpcore.grids import grid_from_nodes
+    >>> from fdpcore.basis.grids import grid_from_nodes
     >>> g = grid_from_nodes(np.linspace(0, 1, 200))
     >>> b = weighted_eigenbasis({"name": "brownian"}, g, normalize_trace=False)
     >>> round(float(b.eigenvalues[0]), 4)  # ((1 - 1/2) pi)^-2 = 0.40528
@@ -151,7 +151,7 @@ def eigen_cache_key(spec: KernelSpec, grid: Grid, normalize: bool, rtol: float) 
     Floats are written in ``float.hex`` form and arrays as their exact little-endian bytes, so two
     specs give the same key exactly when they give the same computation.
 
-    >>> from fdpcore.grids import midpoint_grid
+    >>> from fdpcore.basis.grids import midpoint_grid
     >>> k = kernel_spec({"name": "brownian"})
     >>> eigen_cache_key(k, midpoint_grid(4), True, 1e-12) == eigen_cache_key(k, midpoint_grid(4), True, 1e-12)
     True

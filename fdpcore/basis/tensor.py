@@ -7,7 +7,7 @@ A field on the tensor grid ``T1 x T2`` is a ``K1 x K2`` array ``F``; flattened r
 ``lambda_ij = lambda_i lambda_j`` and ``phi_ij(s_a, u_b) = phi_i(s_a) phi_j(u_b)``.
 Nothing here ever forms or decomposes the ``K1 K2 x K1 K2`` matrix: the cost is that of the
 two 1-D eigendecompositions, ``O(K1^3 + K2^3)``, and both are cached by
-:func:`fdpcore.eigen.weighted_eigenbasis`.
+:func:`fdpcore.basis.eigen.weighted_eigenbasis`.
 
 Separable kernels (MATH.md §1.6): the Gaussian kernel with Euclidean distance
 (= Gaussian x Gaussian with the same length scale), the exponential kernel with l1
@@ -24,11 +24,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from fdpcore._typing import AnyArray, ArrayLike, NDArrayFloat
-from fdpcore.eigen import DEFAULT_RTOL, Eigenbasis, weighted_eigenbasis
+from fdpcore.basis.eigen import DEFAULT_RTOL, Eigenbasis, weighted_eigenbasis
+from fdpcore.basis.grids import Grid
+from fdpcore.basis.kernels import KernelSpec, kernel_matrix, kernel_spec
 from fdpcore.errors import DomainError
-from fdpcore.grids import Grid
-from fdpcore.kernels import KernelSpec, kernel_matrix, kernel_spec
-from fdpcore.mechanisms import LaplaceCalibration, sample_iclp_coefficients
+from fdpcore.noise.iclp import LaplaceCalibration, sample_iclp_coefficients
 
 __all__ = [
     "SeparableKernel",
@@ -95,7 +95,7 @@ class TensorGrid:
     def inner(self, f: ArrayLike, g: ArrayLike) -> NDArrayFloat | float:
         """``<F, G>_W = tr(F^T W1 G W2) = sum_ab w1_a w2_b F_ab G_ab`` (MATH.md §1.6).
 
-        >>> from fdpcore.grids import midpoint_grid
+        >>> from fdpcore.basis.grids import midpoint_grid
         >>> tg = tensor_grid(midpoint_grid(4), midpoint_grid(5))
         >>> round(float(tg.inner(np.ones((4, 5)), np.ones((4, 5)))), 12)
         1.0
@@ -124,12 +124,12 @@ class TensorGrid:
 def tensor_grid(first: Grid, second: Grid) -> TensorGrid:
     """The tensor product of two public 1-D grids.
 
-    >>> from fdpcore.grids import midpoint_grid
+    >>> from fdpcore.basis.grids import midpoint_grid
     >>> tensor_grid(midpoint_grid(3), midpoint_grid(2)).grid_points[:2].tolist()
     [[0.16666666666666666, 0.25], [0.16666666666666666, 0.75]]
     """
     if not isinstance(first, Grid) or not isinstance(second, Grid):
-        raise DomainError("first and second must be fdpcore.grids.Grid objects")
+        raise DomainError("first and second must be fdpcore.basis.grids.Grid objects")
     return TensorGrid(first, second)
 
 
@@ -250,7 +250,7 @@ class TensorEigenbasis:
         Returns the full ``J1 x J2`` array; entries outside :attr:`kept` are not zeroed
         (use :meth:`project` for the data-independent projection of §1.4).
 
-        >>> from fdpcore.grids import midpoint_grid
+        >>> from fdpcore.basis.grids import midpoint_grid
         >>> tb = tensor_eigenbasis({"name": "gaussian", "length_scale": 0.3}, tensor_grid(midpoint_grid(6), midpoint_grid(5)))
         >>> f = tb.eigenfunction(1, 2)
         >>> th = tb.coefficients(f)
@@ -317,7 +317,7 @@ def tensor_eigenbasis(
         \\phi_{ij}(s_a,u_b)=\\phi^{(1)}_i(s_a)\\,\\phi^{(2)}_j(u_b),\\quad
         \\mathcal J=\\{(i,j):\\lambda_{ij}>r_{\\rm tol}\\lambda_{11}\\}.
 
-    The two factor bases come from :func:`fdpcore.eigen.weighted_eigenbasis` (cached) with
+    The two factor bases come from :func:`fdpcore.basis.eigen.weighted_eigenbasis` (cached) with
     the same ``rtol``; a factor eigenvalue it drops would also give products below the
     product floor, so nothing in :math:`\\mathcal J` is lost. Trace normalisation
     (MATH.md §2.4) of the product kernel equals normalising each factor, because
@@ -329,7 +329,7 @@ def tensor_eigenbasis(
         normalize_trace: divide the product kernel by its weighted trace so ``sum lambda = 1``.
         rtol: relative eigenvalue floor (MATH.md §1.4), applied to the products.
 
-    >>> from fdpcore.grids import midpoint_grid
+    >>> from fdpcore.basis.grids import midpoint_grid
     >>> tb = tensor_eigenbasis({"name": "exponential", "rho": 0.5}, tensor_grid(midpoint_grid(12), midpoint_grid(9)))
     >>> tb.eigenvalues.shape, round(tb.trace, 10)
     ((12, 9), 1.0)
@@ -361,7 +361,7 @@ def sample_iclp_field(
 
     The field is first projected onto the kept span (data-independent, §1.4); its kept
     coefficients ``Theta_ij`` then receive ``Lap(scale sqrt(lambda_i lambda_j))`` through
-    :func:`fdpcore.mechanisms.sample_iclp_coefficients` (OpenDP when ``calibration.secure``),
+    :func:`fdpcore.noise.iclp.sample_iclp_coefficients` (OpenDP when ``calibration.secure``),
     and the fields are rebuilt as ``Phi1 Theta Phi2^T``. Returns ``draws x K1 x K2``; each
     draw is a separate ``epsilon``-DP release.
 
@@ -369,8 +369,8 @@ def sample_iclp_field(
     product set) is at most ``calibration.sensitivity``; kernel and grid are public.
     Build the calibration with ``calibrate_iclp(Delta, epsilon, n_basis=basis.n_basis)``.
 
-    >>> from fdpcore.grids import midpoint_grid
-    >>> from fdpcore.mechanisms import calibrate_iclp
+    >>> from fdpcore.basis.grids import midpoint_grid
+    >>> from fdpcore.noise.iclp import calibrate_iclp
     >>> tb = tensor_eigenbasis({"name": "gaussian", "length_scale": 0.3}, tensor_grid(midpoint_grid(8), midpoint_grid(6)))
     >>> cal = calibrate_iclp(0.1, 1.0, n_basis=tb.n_basis, secure=False)
     >>> sample_iclp_field(np.zeros((8, 6)), tb, cal, draws=2, rng=np.random.default_rng(0)).shape

@@ -19,7 +19,7 @@ restricted to the orthogonal complement of the components already released
 (:func:`fpca_deflation_parameter`; the projection onto that public complement is a contraction,
 so each step's utility keeps sensitivity ``tau^2``, ``sensitivity.fpca.deflated_energy@1``); the
 ``k`` pure-DP steps compose to ``eps`` exactly. The matrix-Bingham Gibbs chain of
-:mod:`fdpcore.bingham` (``sampler="gibbs"``) has no certified bound on its distance from the
+:mod:`fdpcore.noise.bingham` (``sampler="gibbs"``) has no certified bound on its distance from the
 target, so it carries **no** DP guarantee: it is available to methodologists only, with
 ``non_private=True`` (MATH.md §10.5).
 """
@@ -33,12 +33,12 @@ import numpy as np
 
 from fdpcore import _validate
 from fdpcore._typing import ArrayLike, NDArrayFloat
-from fdpcore.bingham import BinghamChains, sample_matrix_bingham, sample_vector_bingham
-from fdpcore.eigen import weighted_eigenbasis
+from fdpcore.basis.eigen import weighted_eigenbasis
+from fdpcore.basis.grids import Grid
+from fdpcore.basis.kernels import KernelSpec, kernel_spec
+from fdpcore.data.preprocess import clip_l2
 from fdpcore.errors import DomainError
-from fdpcore.grids import Grid
-from fdpcore.kernels import KernelSpec, kernel_spec
-from fdpcore.preprocess import clip_l2
+from fdpcore.noise.bingham import BinghamChains, sample_matrix_bingham, sample_vector_bingham
 
 __all__ = [
     "FpcaBasis",
@@ -101,7 +101,7 @@ def fpca_basis(grid: Grid, kernel: dict[str, object] | KernelSpec, n_basis: int)
 
     Data-independent: depends on the grid, the kernel and ``m`` only.
 
-    >>> from fdpcore.grids import midpoint_grid
+    >>> from fdpcore.basis.grids import midpoint_grid
     >>> b = fpca_basis(midpoint_grid(30), {"name": "gaussian", "length_scale": 0.2}, 5)
     >>> b.functions.shape, bool(np.allclose(b.functions.T * b.grid.weights @ b.functions, np.eye(5)))
     ((30, 5), True)
@@ -126,7 +126,7 @@ def gaussian_length_scale(grid: Grid, n_basis: int, explained: float = 0.99) -> 
 
     .. math:: \\ell^* = \\min\\Big\\{\\ell:\\ \\textstyle\\sum_{j\\le m}\\lambda_j(\\ell)\\big/\\sum_j\\lambda_j(\\ell)\\ge r\\Big\\}
 
-    >>> from fdpcore.grids import midpoint_grid
+    >>> from fdpcore.basis.grids import midpoint_grid
     >>> round(gaussian_length_scale(midpoint_grid(40), 5), 3)
     0.196
     """
@@ -170,7 +170,7 @@ def reference_on_grid(
     every record is public centring: record-wise and data-independent, so the ``tau^2``
     sensitivity is unchanged (centring by the sample mean would break it).
 
-    >>> from fdpcore.grids import midpoint_grid
+    >>> from fdpcore.basis.grids import midpoint_grid
     >>> reference_on_grid([0.0, 10.0], [100.0, 200.0], midpoint_grid(2), time_domain=(0.0, 10.0),
     ...                   value_offset=100.0, value_scale=10.0).tolist()
     [2.5, 7.5]
@@ -195,10 +195,11 @@ def reference_on_grid(
 def fpca_coefficients(curves: ArrayLike, basis: FpcaBasis) -> NDArrayFloat:
     """``X_ij = <X_i, b_j>_W`` (n x m); each row has norm ``<= ||X_i||_W`` by Bessel's inequality.
 
-    >>> from fdpcore.grids import midpoint_grid
-    >>> b = fpca_basis(midpoint_grid(30), {"name": "gaussian", "length_scale": 0.2}, 3)
-    >>> fpca_coefficients(b.functions.T, b).round(12).tolist()[0]
-    [1.0, 0.0, 0.0]
+    Examples:
+        >>> from fdpcore.basis.grids import midpoint_grid
+        >>> b = fpca_basis(midpoint_grid(30), {"name": "gaussian", "length_scale": 0.2}, 3)
+        >>> fpca_coefficients(b.functions.T, b).round(12).tolist()[0]
+        [1.0, 0.0, 0.0]
     """
     x = _validate.finite_matrix("curves", curves, ncols=basis.grid.size)
     out: NDArrayFloat = (x * basis.grid.weights) @ basis.functions
@@ -208,7 +209,7 @@ def fpca_coefficients(curves: ArrayLike, basis: FpcaBasis) -> NDArrayFloat:
 def fpca_gram(curves: ArrayLike, basis: FpcaBasis, tau: float) -> NDArrayFloat:
     """``X^T X`` of the clipped curves' coefficients (pre-noise; never published or logged).
 
-    >>> from fdpcore.grids import midpoint_grid
+    >>> from fdpcore.basis.grids import midpoint_grid
     >>> b = fpca_basis(midpoint_grid(30), {"name": "gaussian", "length_scale": 0.2}, 2)
     >>> fpca_gram(3.0 * b.functions.T[:1], b, tau=1.0).round(12).tolist()
     [[1.0, 0.0], [0.0, 0.0]]
@@ -277,8 +278,7 @@ def fpca_bingham_parameter(
 
 
 def fpca_deflated_sensitivity(tau: float) -> float:
-    """Sensitivity of a deflation step's utility ``sum_i <v, X_i>^2``, ``v`` a unit vector of the complement
-    ``Q`` of the released components: ``tau^2`` [EXACT] (formula ``sensitivity.fpca.deflated_energy@1``).
+    """Sensitivity of a deflation step's utility ``sum_i <v, X_i>^2``, ``v`` a unit vector of the complement ``Q`` of the released components: ``tau^2`` [EXACT] (formula ``sensitivity.fpca.deflated_energy@1``).
 
     ``<Q z, x> = <z, Q^T x>`` and ``||Q^T x|| <= ||x|| <= tau`` (projection onto a public subspace is a
     contraction), so each record's term lies in ``[0, tau^2]``; attained by a record of norm ``tau``
@@ -296,8 +296,8 @@ def fpca_deflated_sensitivity(tau: float) -> float:
 def fpca_deflation_parameter(
     gram: ArrayLike, sigma: ArrayLike, released: ArrayLike, *, epsilon: float, tau: float, prior_strength: float,
 ) -> tuple[NDArrayFloat, NDArrayFloat]:
-    """One deflation step: ``(Q, A_j)`` with ``Q`` an orthonormal basis of the complement of ``released``
-    and ``A_j = Q^T A Q`` for ``A`` of :func:`fpca_bingham_parameter` at ``(epsilon, prior_strength)``
+    """One deflation step: ``(Q, A_j)`` with ``Q`` an orthonormal basis of the complement of ``released`` and ``A_j = Q^T A Q`` for ``A`` of :func:`fpca_bingham_parameter` at ``(epsilon, prior_strength)``.
+
     (formula ``calibration.fpca.deflation@1``, MATH.md §10.3).
 
     .. math:: p(z)\\propto\\exp\\Big(\\frac{\\epsilon_j}{2\\tau^2}\\,z^\\top Q^\\top\\mathbf X^\\top\\mathbf XQz
@@ -400,7 +400,7 @@ def plan_fpca_release(
     ``k > 1`` it needs ``non_private=True`` (methodologists only; ``fdp release`` refuses it) and
     ``burn_in`` (default :data:`DEFAULT_BURN_IN`).
 
-    >>> from fdpcore.grids import midpoint_grid
+    >>> from fdpcore.basis.grids import midpoint_grid
     >>> b = fpca_basis(midpoint_grid(30), {"name": "gaussian", "length_scale": 0.2}, 5)
     >>> p = plan_fpca_release(b, n_components=2, epsilon=1.0, tau=1.0)
     >>> p.prior_strength, p.sensitivity, p.exact, p.epsilon_step
@@ -450,7 +450,7 @@ def draw_fpca_components(plan: FpcaPlan, gram: ArrayLike, rng: np.random.Generat
     ``gibbs``: the last state of one chain started at a Haar-random frame (never at the non-private
     components; MATH.md §10.5) — no DP guarantee.
 
-    >>> from fdpcore.grids import midpoint_grid
+    >>> from fdpcore.basis.grids import midpoint_grid
     >>> b = fpca_basis(midpoint_grid(30), {"name": "gaussian", "length_scale": 0.2}, 5)
     >>> p = plan_fpca_release(b, n_components=2, epsilon=1.0, tau=1.0)
     >>> v = draw_fpca_components(p, np.eye(5), np.random.default_rng(0))
@@ -527,7 +527,7 @@ def release_fpca(
         privacy unit. ``fdp release`` seeds ``rng`` from :mod:`secrets`; seeded generators are
         for simulations only.
 
-    >>> from fdpcore.grids import midpoint_grid
+    >>> from fdpcore.basis.grids import midpoint_grid
     >>> g = midpoint_grid(30)
     >>> b = fpca_basis(g, {"name": "gaussian", "length_scale": 0.2}, 5)
     >>> x = np.random.default_rng(1).standard_normal((50, 30)) * 0.3

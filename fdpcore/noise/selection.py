@@ -48,9 +48,9 @@ class SelectionSpec:
         candidates: the candidate values, fixed before seeing the data.
         penalties: expected privacy error ``2 Delta^2 tr(C) / eps_2^2`` (or its Gaussian analogue)
             of the final release for each candidate; data-independent.
-        n_train, n_val: the public normalisers ``m_t = f n`` and ``m_v = (1 - f) n`` of the training
-            and validation sums (``dp_select``; the actual counts of the keyed-hash split are data and
-            never published), or the positional sizes of PCV.
+        n_train: the public normaliser ``m_t = f n`` of the training sums (``dp_select``; the actual
+            counts of the keyed-hash split are data and never published), or the positional size of PCV.
+        n_val: the public normaliser ``m_v = (1 - f) n`` of the validation sums, likewise.
         epsilon: ``epsilon_1`` of the selection (0 for PCV).
         score_sensitivity: ``Delta_u`` (0 for PCV).
         folds: number of PCV folds (0 for dp_select).
@@ -151,8 +151,9 @@ def selection_score_sensitivity(tau: float, n_train: float, n_val: float) -> flo
 def project_ball(x: ArrayLike, radius: float) -> NDArrayFloat:
     """Euclidean projection onto the ball of ``radius`` (1-Lipschitz; the identity inside the ball).
 
-    >>> [round(float(v), 12) for v in project_ball([3.0, 4.0], 1.0)]
-    [0.6, 0.8]
+    Examples:
+        >>> [round(float(v), 12) for v in project_ball([3.0, 4.0], 1.0)]
+        [0.6, 0.8]
     """
     v = np.asarray(x, dtype=np.float64)
     norm = float(np.linalg.norm(v))

@@ -16,8 +16,8 @@ import pandas as pd
 
 from fdpcore import _validate
 from fdpcore._typing import ArrayLike, NDArrayFloat
+from fdpcore.basis.grids import Grid
 from fdpcore.errors import DomainError
-from fdpcore.grids import Grid
 
 __all__ = ["AlignedCurves", "align_long", "clip_l2", "rescale_long", "to_source_units"]
 
@@ -68,7 +68,7 @@ def align_long(
 
     The work is vectorised over all units (no per-curve Python loop).
 
-    >>> from fdpcore.grids import midpoint_grid
+    >>> from fdpcore.basis.grids import midpoint_grid
     >>> a = align_long([1, 1, 2, 2], [0.0, 1.0, 0.0, 1.0], [0.0, 2.0, 1.0, 1.0], midpoint_grid(2))
     >>> a.data_matrix.tolist()
     [[0.5, 1.5], [1.0, 1.0]]

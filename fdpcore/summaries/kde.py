@@ -20,7 +20,7 @@ averages are convex combinations, so the supremum over averages is attained at s
 (``docs/proofs/preprocess.points.unit_average@1.md``).
 
 :class:`PointSpace`, :class:`PointPlan` and :func:`draw_point_release` are shared with
-:mod:`fdpcore.erm` (RKHS ERM releases a function on the same kind of grid and noise).
+:mod:`fdpcore.summaries.erm` (RKHS ERM releases a function on the same kind of grid and noise).
 """
 
 from __future__ import annotations
@@ -34,18 +34,18 @@ import numpy as np
 
 from fdpcore import _validate
 from fdpcore._typing import AnyArray, ArrayLike, NDArrayFloat
-from fdpcore.eigen import DEFAULT_RTOL, weighted_eigenbasis
+from fdpcore.basis.eigen import DEFAULT_RTOL, weighted_eigenbasis
+from fdpcore.basis.grids import Grid
+from fdpcore.basis.norms import _kept_spectrum
+from fdpcore.basis.tensor import separable_kernel, tensor_eigenbasis, tensor_grid
 from fdpcore.errors import DomainError, InternalError, PrivacyParameterError
-from fdpcore.gaussian import GaussianCalibration, calibrate_gaussian, sample_gaussian_whitened
-from fdpcore.grids import Grid
-from fdpcore.mechanisms import (
+from fdpcore.noise.gaussian import GaussianCalibration, calibrate_gaussian, sample_gaussian_whitened
+from fdpcore.noise.iclp import (
     LaplaceCalibration,
     calibrate_iclp,
     sample_laplace_whitened,
     whitened_expected_sq_error,
 )
-from fdpcore.norms import _kept_spectrum
-from fdpcore.tensor import separable_kernel, tensor_eigenbasis, tensor_grid
 
 __all__ = [
     "KDE_KERNELS",
@@ -136,7 +136,7 @@ class PointSpace:
     def snap(self, points: ArrayLike) -> AnyArray:
         """Index of the nearest grid node of each point (record-wise, privacy-neutral; MATH.md §1.7, §8.1).
 
-        >>> from fdpcore.grids import midpoint_grid
+        >>> from fdpcore.basis.grids import midpoint_grid
         >>> point_space({"name": "gaussian", "length_scale": 0.2}, [midpoint_grid(4)]).snap([[0.0], [0.3], [1.0]]).tolist()
         [0, 1, 3]
         """
@@ -158,14 +158,14 @@ def point_space(
     and Hall et al.'s GP is ``GP(0, K)`` with the unnormalised Gaussian ``K`` (§8.2). In 2-D a
     single 1-D mapping means the product kernel (Gaussian: Euclidean; exponential: l1 distance).
 
-    >>> from fdpcore.grids import midpoint_grid
+    >>> from fdpcore.basis.grids import midpoint_grid
     >>> s = point_space({"name": "exponential", "rho": 0.3}, [midpoint_grid(6), midpoint_grid(5)])
     >>> s.shape, s.eigenfunctions.shape[0]
     ((6, 5), 30)
     """
     grids = tuple(axes)
     if len(grids) not in (1, 2) or not all(isinstance(g, Grid) for g in grids):
-        raise DomainError(f"axes ({len(grids)} grids) must be one or two fdpcore.grids.Grid objects")
+        raise DomainError(f"axes ({len(grids)} grids) must be one or two fdpcore.basis.grids.Grid objects")
     for g in grids:
         if g.domain_range != (0.0, 1.0):
             raise DomainError(f"grid domain ({list(g.domain_range)}) must be [0, 1]: points are mapped onto the unit box")
@@ -254,7 +254,7 @@ def kde_normaliser(space: PointSpace, eta: float) -> float:
     Every single-point bump ``kappa c_{h,eta}(., y)`` then has integral at most 1, with equality
     at the worst node, so the estimate is on the density scale for any kernel and ``eta``.
 
-    >>> from fdpcore.grids import midpoint_grid
+    >>> from fdpcore.basis.grids import midpoint_grid
     >>> s = point_space({"name": "gaussian", "length_scale": 0.1}, [midpoint_grid(100)])
     >>> 0.9 < kde_normaliser(s, 1.0) * 0.1 * math.sqrt(2 * math.pi) < 1.1
     True
@@ -279,7 +279,7 @@ def kde_iclp_coefficients(
     per-unit averaging weights (:func:`unit_point_weights`); the sum over points is a weighted
     histogram on the nodes.
 
-    >>> from fdpcore.grids import midpoint_grid
+    >>> from fdpcore.basis.grids import midpoint_grid
     >>> s = point_space({"name": "gaussian", "length_scale": 0.2}, [midpoint_grid(10)])
     >>> th = kde_iclp_coefficients([2, 2], [1.0, 1.0], s, eta=1.0, kappa=1.0, n=2)
     >>> bool(np.allclose(s.eigenfunctions @ th, (s.eigenfunctions * s.eigenvalues) @ s.eigenfunctions[2]))
@@ -308,7 +308,7 @@ def kde_iclp_sensitivity(space: PointSpace, *, eta: float, kappa: float, n: int)
     supremum is this finite maximum, attained by a unit at ``t_k`` replaced by one at ``t_l``.
     Cost ``O(K^2 J)``, in blocks of rows.
 
-    >>> from fdpcore.grids import grid_from_nodes
+    >>> from fdpcore.basis.grids import grid_from_nodes
     >>> s = point_space({"name": "gaussian", "length_scale": 0.05}, [grid_from_nodes(np.linspace(0, 1, 201))])
     >>> round(kde_iclp_sensitivity(s, eta=1.25, kappa=1.0, n=1)[0], 2)  # MATH.md §8.1: 2.60 (units kappa/n)
     2.6
@@ -336,7 +336,7 @@ def kde_iclp_cs_sensitivity(space: PointSpace, *, eta: float, kappa: float, n: i
 
     .. math:: \\Delta_{\\rm KDE}\\le\\frac{2\\kappa}{n}\\sqrt{\\mathrm{tr}(C_h^{\\eta-1})}\\sqrt{\\max_k c_{h,\\eta}(t_k,t_k)}
 
-    >>> from fdpcore.grids import grid_from_nodes
+    >>> from fdpcore.basis.grids import grid_from_nodes
     >>> s = point_space({"name": "gaussian", "length_scale": 0.05}, [grid_from_nodes(np.linspace(0, 1, 201))])
     >>> round(kde_iclp_cs_sensitivity(s, eta=1.25, kappa=1.0, n=1), 2)  # MATH.md §8.1: 4.60
     4.6
@@ -356,7 +356,7 @@ def kde_iclp_paper_sensitivity(space: PointSpace, *, eta: float, kappa: float, n
     instead of ``2 sqrt(M_K)``, so it is **not** a valid bound when ``M_K < 1`` (MATH.md §14 item 10).
     ``kappa`` replaces the paper's ``1/sqrt(det H)``.
 
-    >>> from fdpcore.grids import midpoint_grid
+    >>> from fdpcore.basis.grids import midpoint_grid
     >>> s = point_space({"name": "gaussian", "length_scale": 0.2}, [midpoint_grid(50)])
     >>> kde_iclp_paper_sensitivity(s, eta=1.25, kappa=1.0, n=10) > 0
     True
@@ -381,7 +381,7 @@ def hall_kde_values(
 
     No snapping. The product form of the Gaussian evaluates a 2-D surface as ``G1^T diag(w) G2``.
 
-    >>> from fdpcore.grids import midpoint_grid
+    >>> from fdpcore.basis.grids import midpoint_grid
     >>> s = point_space({"name": "gaussian", "length_scale": 0.1}, [midpoint_grid(200)])
     >>> f = hall_kde_values([[0.5]], [1.0], s, bandwidth=0.1, n=1)
     >>> round(float(f @ s.weights), 4)  # integrates to 1 away from the edges
@@ -432,7 +432,7 @@ def hall_kde_paper_sensitivity(n: int, *, bandwidth: float, dim: int) -> float:
 
 
 # ---------------------------------------------------------------------------------------------
-# The point-release plan (shared with fdpcore.erm): whitened coordinates, noise, recolouring
+# The point-release plan (shared with fdpcore.summaries.erm): whitened coordinates, noise, recolouring
 # ---------------------------------------------------------------------------------------------
 
 
@@ -445,10 +445,12 @@ class PointPlan:
         mechanism: ``"iclp_qr"``/``"hall_gp"`` (KDE) or ``"iclp"``/``"gp"`` (ERM).
         space: the kept eigenbasis on the grid.
         n: number of privacy units (public under replace-one adjacency).
-        epsilon, delta: the guarantee of one draw.
+        epsilon: the guarantee of one draw.
+        delta: see ``epsilon``.
         sensitivity: the sensitivity that sets the noise (l1 of ``z`` for Laplace, l2 for Gaussian).
         sensitivity_formula: its formula id.
-        paper_sensitivity, paper_formula: the source's bound for the same setting.
+        paper_sensitivity: the source's bound for the same setting.
+        paper_formula: see ``paper_sensitivity``.
         norm: the norm of the sensitivity.
         calibration: Laplace or Gaussian calibration of the whitened noise.
         parameters: public parameters for the manifest (bandwidth, eta, kappa, psi, ...).
@@ -513,7 +515,7 @@ def draw_point_release(
 
     Each draw is a separate release costing the plan's ``(epsilon, delta)``.
 
-    >>> from fdpcore.grids import midpoint_grid
+    >>> from fdpcore.basis.grids import midpoint_grid
     >>> p = plan_kde_release(midpoint_grid(20), n=10, epsilon=1.0, eta=1.25, secure=False)
     >>> draw_point_release(p, np.zeros(p.space.n_basis), draws=2, rng=np.random.default_rng(0)).shape
     (2, 20)
@@ -552,7 +554,8 @@ def plan_kde_release(
     Args:
         axes: the grid on ``[0, 1]`` (1-D) or the two axis grids of a tensor grid (2-D).
         n: number of privacy units (public).
-        epsilon, delta: the guarantee (``delta = 0`` for ``iclp_qr``, ``> 0`` for ``hall_gp``).
+        epsilon: the guarantee (``delta = 0`` for ``iclp_qr``, ``> 0`` for ``hall_gp``).
+        delta: see ``epsilon``.
         mechanism: ``"iclp_qr"`` (§8.1) or ``"hall_gp"`` (§8.2, Gaussian kernel only).
         kernel: ``"gaussian"`` or ``"exponential"`` (length scale = bandwidth; separable in 2-D).
         bandwidth: ``h`` on the unit-scaled domain; ``None`` uses :func:`kde_bandwidth`.
@@ -563,7 +566,7 @@ def plan_kde_release(
     Privacy assumptions: the domain, grid, kernel, bandwidth (or the rule), ``eta`` and ``n`` are
     public and fixed before seeing the data; one unit's points are averaged (:func:`unit_point_weights`).
 
-    >>> from fdpcore.grids import midpoint_grid
+    >>> from fdpcore.basis.grids import midpoint_grid
     >>> p = plan_kde_release(midpoint_grid(50), n=400, epsilon=1.0, eta=1.25, secure=False)
     >>> p.sensitivity_formula, round(p.parameters["bandwidth"], 4)
     ('sensitivity.kde.iclp_qr.exact_grid@1', 0.3017)
@@ -625,7 +628,7 @@ def summarise_kde(points: ArrayLike, unit_codes: ArrayLike, plan: PointPlan) -> 
     For ``hall_gp`` the grid values are projected onto the kept span (MATH.md §1.4; this cannot
     increase the Cameron-Martin norm of a difference).
 
-    >>> from fdpcore.grids import midpoint_grid
+    >>> from fdpcore.basis.grids import midpoint_grid
     >>> p = plan_kde_release(midpoint_grid(20), n=2, epsilon=1.0, eta=1.25, secure=False)
     >>> summarise_kde([[0.2], [0.8], [0.5]], [0, 1, 1], p).shape == (p.space.n_basis,)
     True
@@ -667,7 +670,7 @@ def release_kde(
     Returns ``(values, plan)``: ``values`` is ``draws x K`` on the flattened grid. ``unit_codes``
     defaults to one unit per point.
 
-    >>> from fdpcore.grids import midpoint_grid
+    >>> from fdpcore.basis.grids import midpoint_grid
     >>> rng = np.random.default_rng(0)
     >>> v, p = release_kde(rng.uniform(size=(500, 1)), axes=midpoint_grid(40), epsilon=1.0, eta=1.25,
     ...                    secure=False, rng=rng)

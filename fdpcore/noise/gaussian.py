@@ -27,7 +27,7 @@ from scipy import special
 from fdpcore import _validate
 from fdpcore._typing import ArrayLike, NDArrayFloat
 from fdpcore.errors import DomainError, InternalError, PrivacyParameterError
-from fdpcore.mechanisms import _whitened, draw_whitened
+from fdpcore.noise.iclp import _whitened, draw_whitened
 
 __all__ = [
     "CALIBRATIONS",
@@ -52,7 +52,8 @@ class GaussianCalibration:
 
     Attributes:
         sensitivity: Cameron-Martin (= whitened l2) sensitivity ``Delta``.
-        epsilon, delta: the (epsilon, delta)-DP guarantee.
+        epsilon: the (epsilon, delta)-DP guarantee.
+        delta: see ``epsilon``.
         scale: the whitened standard deviation ``sigma``.
         rho: zCDP parameter ``Delta^2/(2 sigma^2)`` (OpenDP's privacy map when secure).
         calibration: ``"analytic"`` or ``"classical"``.

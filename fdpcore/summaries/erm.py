@@ -18,7 +18,7 @@ adds ``2 sqrt(tolerance / psi)`` to the exact-minimiser bound ``M kappa / (psi n
 A unit contributes the average of its points' loss terms: the stability argument of §9 then
 holds unchanged (``docs/proofs/preprocess.points.unit_average@1.md``). Noise: ICLP (Laplace on
 whitened coefficients, pure DP) or a Gaussian process ``GP(0, C)`` (approximate DP), through
-:class:`fdpcore.kde.PointPlan` and :func:`fdpcore.kde.draw_point_release`.
+:class:`fdpcore.summaries.kde.PointPlan` and :func:`fdpcore.summaries.kde.draw_point_release`.
 """
 
 from __future__ import annotations
@@ -33,9 +33,17 @@ from scipy import special
 
 from fdpcore import _validate
 from fdpcore._typing import ArrayLike, NDArrayFloat, NDArrayInt
+from fdpcore.basis.grids import Grid
 from fdpcore.errors import DomainError, PrivacyParameterError
-from fdpcore.grids import Grid
-from fdpcore.kde import PointPlan, PointSpace, _calibrate, _unit_points, draw_point_release, point_space, unit_point_weights
+from fdpcore.summaries.kde import (
+    PointPlan,
+    PointSpace,
+    _calibrate,
+    _unit_points,
+    draw_point_release,
+    point_space,
+    unit_point_weights,
+)
 
 __all__ = [
     "ERM_MECHANISMS",
@@ -118,7 +126,7 @@ def erm_iclp_sensitivity(rkhs_sensitivity: float, space: PointSpace, *, eta: flo
     Cauchy-Schwarz, ``sum_j |theta_j|/sqrt(lambda_j) <= ||theta||_{C^eta} (sum_j lambda_j^(eta-1))^(1/2)``;
     it is attained over the ``H_{C^eta}`` ball, so it is the exact supremum given only the ball.
 
-    >>> from fdpcore.grids import midpoint_grid
+    >>> from fdpcore.basis.grids import midpoint_grid
     >>> s = point_space({"name": "matern", "nu": 1.5, "rho": 0.2}, [midpoint_grid(30)])
     >>> round(erm_iclp_sensitivity(1.0, s, eta=1.0) ** 2, 6) == s.n_basis
     True
@@ -135,7 +143,7 @@ def erm_gp_sensitivity(rkhs_sensitivity: float, space: PointSpace, *, eta: float
     ``||h||_C^2 = sum_j theta_j^2/lambda_j <= max_j lambda_j^(eta-1) sum_j theta_j^2/lambda_j^eta``;
     for ``eta >= 1`` the maximum is ``lambda_1^((eta-1)/2)``.
 
-    >>> from fdpcore.grids import midpoint_grid
+    >>> from fdpcore.basis.grids import midpoint_grid
     >>> s = point_space({"name": "matern", "nu": 1.5, "rho": 0.2}, [midpoint_grid(30)])
     >>> erm_gp_sensitivity(2.0, s, eta=1.0)
     2.0
@@ -196,7 +204,7 @@ def solve_erm(
     Raises:
         DomainError: the certified gap did not reach ``tolerance`` (raise it, or ``psi``).
 
-    >>> from fdpcore.grids import midpoint_grid
+    >>> from fdpcore.basis.grids import midpoint_grid
     >>> s = point_space({"name": "matern", "nu": 1.5, "rho": 0.2}, [midpoint_grid(20)])
     >>> sol = solve_erm([2, 15], [-1.0, 1.0], [0.5, 0.5], s, loss="hinge", eta=1.5, psi=0.1)
     >>> f = s.eigenfunctions @ sol.theta
@@ -333,15 +341,18 @@ def plan_erm_release(
         axes: grid on ``[0, 1]`` (one covariate) or two axis grids (two covariates, separable kernel).
         kernel: the kernel ``C`` (e.g. ``{"name": "matern", "nu": 1.5, "rho": 0.2}``); ``H = H_{C^eta}``.
         n: number of privacy units (public).
-        epsilon, delta: guarantee (``delta = 0`` for ``iclp``, ``> 0`` for ``gp``).
+        epsilon: guarantee (``delta = 0`` for ``iclp``, ``> 0`` for ``gp``).
+        delta: see ``epsilon``.
         loss: ``"ridge"``, ``"logistic"`` or ``"hinge"``.
         psi: regularisation weight (fixed a priori).
         eta: power of the kernel (``eta > 1 + 1/beta`` keeps the ICLP bound grid-uniform).
         mechanism: ``"iclp"`` (Laplace, pure) or ``"gp"`` (Gaussian process, approximate).
         label_bound: ``B_y`` (ridge only); labels are clipped to ``[-B_y, B_y]``.
+        calibration: ``"analytic"`` or ``"classical"`` Gaussian calibration (``gp`` only).
+        secure: OpenDP's floating-point-safe samplers; ``False`` uses NumPy (simulations only).
         tolerance: certified optimality gap of the solver (its slack is added to the sensitivity).
 
-    >>> from fdpcore.grids import midpoint_grid
+    >>> from fdpcore.basis.grids import midpoint_grid
     >>> p = plan_erm_release(midpoint_grid(30), {"name": "matern", "nu": 1.5, "rho": 0.2}, n=200, epsilon=1.0,
     ...                      loss="hinge", psi=0.05, secure=False)
     >>> p.sensitivity_formula, p.parameters["lipschitz"]
@@ -391,7 +402,7 @@ def plan_erm_release(
 def summarise_erm(points: ArrayLike, labels: ArrayLike, unit_codes: ArrayLike, plan: PointPlan) -> NDArrayFloat:
     """Solve the plan's ERM and return the pre-noise whitened coordinates ``theta_j / sqrt(lambda_j)`` (never publish).
 
-    >>> from fdpcore.grids import midpoint_grid
+    >>> from fdpcore.basis.grids import midpoint_grid
     >>> p = plan_erm_release(midpoint_grid(20), {"name": "matern", "nu": 1.5, "rho": 0.2}, n=2, epsilon=1.0,
     ...                      loss="ridge", psi=0.1, label_bound=1.0, secure=False)
     >>> summarise_erm([[0.1], [0.9]], [-3.0, 0.5], [0, 1], p).shape == (p.space.n_basis,)
@@ -431,7 +442,7 @@ def release_erm(
 ) -> tuple[NDArrayFloat, PointPlan]:
     """Release a private RKHS-regularised ERM function on the grid (the Python facade): ``(draws x K, plan)``.
 
-    >>> from fdpcore.grids import midpoint_grid
+    >>> from fdpcore.basis.grids import midpoint_grid
     >>> rng = np.random.default_rng(0)
     >>> x = rng.uniform(size=(300, 1)); y = np.where(x[:, 0] > 0.5, 1.0, -1.0)
     >>> v, p = release_erm(x, y, axes=midpoint_grid(30), kernel={"name": "matern", "nu": 1.5, "rho": 0.2},

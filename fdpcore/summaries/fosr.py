@@ -11,7 +11,7 @@ released privately and combined afterwards (post-processing only):
 
 Records: covariates clipped record-wise to ``||z_i||_2 <= B`` (``B_x`` on the whole ``x`` without an
 intercept; ``B_z`` on the non-constant part with one), curves clipped to ``||Y_i||_W <= tau_Y``.
-Whitened coordinates and OpenDP sampling are those of :mod:`fdpcore.mechanisms`.
+Whitened coordinates and OpenDP sampling are those of :mod:`fdpcore.noise.iclp`.
 """
 
 from __future__ import annotations
@@ -24,17 +24,16 @@ import numpy as np
 
 from fdpcore import _validate
 from fdpcore._typing import ArrayLike, NDArrayFloat
-from fdpcore.accounting import exact
-from fdpcore.covariance import qr_regularisation
-from fdpcore.eigen import Eigenbasis
+from fdpcore.basis.eigen import Eigenbasis
+from fdpcore.basis.grids import Grid, grid_from_nodes
+from fdpcore.basis.kernels import KernelSpec, decay_rate, kernel_spec
+from fdpcore.data.preprocess import clip_l2
 from fdpcore.errors import DomainError, PrivacyParameterError
-from fdpcore.estimators import iclp_qr_shrinkage
-from fdpcore.grids import Grid, grid_from_nodes
-from fdpcore.kernels import KernelSpec, decay_rate, kernel_spec
-from fdpcore.mechanisms import LaplaceCalibration, calibrate_iclp, iclp_expected_sq_error, sample_laplace_whitened
-from fdpcore.preprocess import clip_l2
-from fdpcore.sensitivity import iclp_qr_weights
-from fdpcore.tuning import DEFAULT_SIGNAL_FRACTION, pss_iclp_qr
+from fdpcore.noise.iclp import LaplaceCalibration, calibrate_iclp, iclp_expected_sq_error, sample_laplace_whitened
+from fdpcore.privacy.accounting import exact
+from fdpcore.privacy.tuning import DEFAULT_SIGNAL_FRACTION, pss_iclp_qr
+from fdpcore.summaries.covariance import qr_regularisation
+from fdpcore.summaries.mean import iclp_qr_shrinkage, iclp_qr_weights
 
 __all__ = [
     "FosrPlan",
@@ -231,15 +230,22 @@ class FosrPlan:
 
     Attributes:
         basis: kernel eigenbasis of the response curves.
-        n, p: records and columns of the design (intercept included).
+        n: records and columns of the design (intercept included).
+        p: see ``n``.
         intercept: whether ``x = (1, z)``.
         bound: ``B_x`` (no intercept) or ``B_z`` (intercept): covariate clip radius.
         tau_y: response clip radius.
-        epsilon, gamma, epsilon1, epsilon2: total, share of ``T1``, and the two parts (exact decimals).
+        epsilon: total, share of ``T1``, and the two parts (exact decimals).
+        gamma: see ``epsilon``.
+        epsilon1: see ``epsilon``.
+        epsilon2: see ``epsilon``.
         gamma_rule: ``"fixed"`` or ``"balanced"`` (formula ``tuning.fosr.gamma_balanced@1``).
-        eta, psi: ICLP-QR regularisation of ``T2``; tuning / tuning_formula: how they were set.
-        delta1, delta2: sensitivities of ``T1`` (l1) and of the shrunk ``T2`` (``1,C``).
-        calibration1, calibration2: OpenDP-certified Laplace calibrations of the two parts.
+        eta: ICLP-QR regularisation of ``T2``; tuning / tuning_formula: how they were set.
+        psi: see ``eta``.
+        delta1: sensitivities of ``T1`` (l1) and of the shrunk ``T2`` (``1,C``).
+        delta2: see ``delta1``.
+        calibration1: OpenDP-certified Laplace calibrations of the two parts.
+        calibration2: see ``calibration1``.
         floor: ``rho_min`` of the safe inverse.
     """
 
@@ -316,20 +322,30 @@ def plan_fosr_release(
     """Fix the noise of a FoSR release from public inputs only (MATH.md §7).
 
     Args:
+        grid: the release grid (public).
+        kernel: noise kernel mapping or spec, e.g. ``{"name": "matern", "nu": 1.5, "rho": 0.2}``.
+        n: number of privacy units (public).
         n_covariates: number ``q`` of scalar covariates; ``p = q + 1`` with an intercept, else ``q``.
+        intercept: add the constant covariate column.
         bound: ``B_z`` (with an intercept) or ``B_x``: the covariates' Euclidean clip radius.
+        tau_y: clip radius ``tau_Y`` of the response curves.
+        epsilon: total privacy parameter of one draw (``gamma`` of it for ``T1``).
         gamma: share of epsilon spent on ``T1``; ``None`` uses :func:`fosr_gamma_balanced`.
-        eta, psi, tuning: ``T2``'s ICLP-QR regularisation, fixed, by a PSS rule, or by the default
-            ``risk_prior`` (:func:`fdpcore.tuning.risk_prior_search` per cross-moment curve, with the noise at
+        eta: ``T2``'s ICLP-QR regularisation, fixed (with ``psi``), by a PSS rule, or by the default
+            ``risk_prior`` (:func:`fdpcore.privacy.tuning.risk_prior_search` per cross-moment curve, with the noise at
             the balanced ``gamma`` of the ``exact_balanced`` point; prior signal ``signal_fraction * tau_Y``).
+        psi: see ``eta``.
+        tuning: the rule that chooses ``(eta, psi)`` when they are not given; see ``eta``.
         floor: ``rho_min`` of the safe inverse (a public lower bound on the design's smallest
             eigenvalue); ``None`` uses :func:`fosr_floor`.
+        secure: OpenDP's floating-point-safe samplers; ``False`` uses NumPy (simulations only).
+        signal_fraction: prior signal scale of ``risk_prior`` as a fraction of ``tau_Y``.
 
     Raises:
         PrivacyParameterError: non-positive epsilon, radii or parameters; ``gamma`` outside (0, 1).
         DomainError: unknown rule; ``p >= n``.
 
-    >>> from fdpcore.grids import midpoint_grid
+    >>> from fdpcore.basis.grids import midpoint_grid
     >>> pl = plan_fosr_release(midpoint_grid(31), {"name": "matern", "nu": 1.5, "rho": 0.1}, n=93, n_covariates=1,
     ...                        intercept=True, bound=1.0, tau_y=1.0, epsilon=1.0, secure=False)
     >>> pl.p, pl.epsilon1 + pl.epsilon2, pl.gamma_rule
@@ -405,9 +421,9 @@ def fosr_whitened(t1: ArrayLike, g: ArrayLike, plan: FosrPlan) -> tuple[NDArrayF
     """The noised ``T1`` entries and the whitened shrunk ``T2`` coefficients ``s_l G_ml / sqrt(lambda_l)``.
 
     Shared by :func:`summarise_fosr` (records in memory) and
-    :func:`fdpcore.accumulate.summarise_fosr_sums` (exact streamed sums). Pre-noise: never publish them.
+    :func:`fdpcore.data.accumulate.summarise_fosr_sums` (exact streamed sums). Pre-noise: never publish them.
 
-    >>> from fdpcore.grids import midpoint_grid
+    >>> from fdpcore.basis.grids import midpoint_grid
     >>> pl = plan_fosr_release(midpoint_grid(8), {"name": "matern", "nu": 1.5, "rho": 0.2}, n=3, n_covariates=1,
     ...                        intercept=True, bound=1.0, tau_y=1.0, epsilon=1.0, secure=False)
     >>> a, b = fosr_whitened([[1.0, 0.5], [0.5, 1.0]], np.zeros((2, pl.basis.n_basis)), pl)
@@ -466,7 +482,7 @@ def fosr_t2_noise_band(
     alone and the released (private) ``T1~``, so it is post-processing and may be published. It does not
     include the ``T1`` noise (the design moments are taken as released).
 
-    >>> from fdpcore.grids import midpoint_grid
+    >>> from fdpcore.basis.grids import midpoint_grid
     >>> pl = plan_fosr_release(midpoint_grid(10), {"name": "matern", "nu": 1.5, "rho": 0.1}, n=50, n_covariates=1,
     ...                        intercept=True, bound=1.0, tau_y=1.0, epsilon=1.0, secure=False)
     >>> fosr_t2_noise_band(pl, np.eye(2), rng=np.random.default_rng(0)).shape
@@ -507,21 +523,29 @@ def release_fosr(
         covariates: ``n x q`` scalar covariates (without the intercept column).
         t: grid nodes or a :class:`Grid`.
         epsilon: total privacy parameter of one draw (``gamma`` of it for ``T1``).
-        tau_y, bound: clip radii of the curves and of the covariates (``B_z`` with an intercept, else ``B_x``).
-        kernel: noise kernel mapping. intercept: add the constant column.
-        gamma, eta, psi, floor: see :func:`plan_fosr_release`.
-        draws, secure, rng: as in :func:`fdpcore.release.release_mean`.
+        tau_y: clip radii of the curves and of the covariates (``B_z`` with an intercept, else ``B_x``).
+        bound: see ``tau_y``.
+        kernel: noise kernel mapping.
+        intercept: add the constant column.
+        gamma: see :func:`plan_fosr_release`.
+        eta: see ``gamma``.
+        psi: see ``gamma``.
+        floor: see ``gamma``.
+        draws: as in :func:`fdpcore.summaries.mean.release_mean`.
+        secure: see ``draws``.
+        rng: see ``draws``.
 
     Privacy assumptions: grid, kernel, radii, ``gamma``, ``(eta, psi)``, the floor and ``n`` are
     public; one row per privacy unit; replace-one adjacency.
 
-    >>> rng = np.random.default_rng(0)
-    >>> z = rng.choice([-1.0, 1.0], size=(200, 1))
-    >>> y = 0.3 + 0.2 * z * np.linspace(0, 1, 25) + rng.normal(size=(200, 25)) * 0.05
-    >>> r = release_fosr(y, z, np.linspace(0, 1, 25), epsilon=1.0, tau_y=1.0, bound=1.0,
-    ...                  kernel={"name": "matern", "nu": 1.5, "rho": 0.2}, secure=False, rng=rng)
-    >>> r.coefficients.shape, r.plan.budget_splits[0]["epsilon"] + r.plan.budget_splits[1]["epsilon"]
-    ((1, 2, 25), 1.0)
+    Examples:
+        >>> rng = np.random.default_rng(0)
+        >>> z = rng.choice([-1.0, 1.0], size=(200, 1))
+        >>> y = 0.3 + 0.2 * z * np.linspace(0, 1, 25) + rng.normal(size=(200, 25)) * 0.05
+        >>> r = release_fosr(y, z, np.linspace(0, 1, 25), epsilon=1.0, tau_y=1.0, bound=1.0,
+        ...                  kernel={"name": "matern", "nu": 1.5, "rho": 0.2}, secure=False, rng=rng)
+        >>> r.coefficients.shape, r.plan.budget_splits[0]["epsilon"] + r.plan.budget_splits[1]["epsilon"]
+        ((1, 2, 25), 1.0)
     """
     grid = t if isinstance(t, Grid) else grid_from_nodes(t)
     y = _validate.finite_matrix("curves", curves, grid.size)

@@ -1,4 +1,4 @@
-"""README "Audit": the privacy officer's and the auditor's walk-throughs, run line by line as written.
+"""docs/audit.md: the privacy officer's and the auditor's walk-throughs, run line by line as written.
 
 Each ``fdp`` line of the ```` ```bash ```` blocks marked ``<!-- audit-walkthrough: officer -->`` and
 ``<!-- audit-walkthrough: auditor -->`` runs through the CLI's ``main`` with ``/secure`` and
@@ -27,9 +27,9 @@ DATASET = "adelaide-electricity-monday"
 
 
 def _walkthrough(name: str, root: Path) -> list[list[str]]:
-    text = (REPO / "README.md").read_text()
+    text = (REPO / "docs" / "audit.md").read_text()
     block = re.search(rf"<!-- audit-walkthrough: {name} -->\n```bash\n(.*?)```", text, re.S)
-    assert block is not None, f"README has no audit walk-through {name!r}"
+    assert block is not None, f"docs/audit.md has no audit walk-through {name!r}"
     commands = []
     for line in block.group(1).splitlines():
         line = line.split("  #")[0].strip()

@@ -36,8 +36,9 @@ def exact(value: float) -> Fraction:
 def compose_pure(costs: Iterable[tuple[float, float]]) -> tuple[Fraction, Fraction]:
     """Basic sequential composition ``(sum eps_i, sum delta_i)`` (formula ``accounting.pure.sequential@1``).
 
-    >>> [float(x) for x in compose_pure([(0.5, 0.0), (0.25, 1e-6)])]
-    [0.75, 1e-06]
+    Examples:
+        >>> [float(x) for x in compose_pure([(0.5, 0.0), (0.25, 1e-6)])]
+        [0.75, 1e-06]
     """
     eps, delta = Fraction(0), Fraction(0)
     for e, d in costs:

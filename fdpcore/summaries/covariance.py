@@ -6,7 +6,7 @@ eigenvalues ``lambda_j lambda_l`` and eigenfunctions ``phi_j (x) phi_l`` (MATH.m
 grid values are ``Phi M Phi^T``. Only the upper triangle ``U = {(j, l): j <= l}`` is noised and then
 mirrored. In *whitened* coordinates ``z_jl = Khat_jl / sqrt(lambda_j lambda_l) = A_jl Kbar_jl`` the
 noise is i.i.d. ``Lap(Delta/epsilon)`` and ``Delta`` is the l1 sensitivity of ``z`` — the form
-OpenDP's vector Laplace certifies (:mod:`fdpcore.mechanisms`).
+OpenDP's vector Laplace certifies (:mod:`fdpcore.noise.iclp`).
 
 Centring (MATH.md §6 (a), (b)):
 
@@ -31,15 +31,14 @@ import numpy as np
 
 from fdpcore import _validate
 from fdpcore._typing import ArrayLike, NDArrayFloat, NDArrayInt
-from fdpcore.eigen import Eigenbasis, weighted_eigenbasis
+from fdpcore.basis.eigen import Eigenbasis, weighted_eigenbasis
+from fdpcore.basis.grids import Grid, grid_from_nodes
+from fdpcore.basis.kernels import KernelSpec, decay_rate, kernel_spec
+from fdpcore.data.preprocess import clip_l2
 from fdpcore.errors import DomainError, PrivacyParameterError
-from fdpcore.estimators import iclp_qr_shrinkage
-from fdpcore.grids import Grid, grid_from_nodes
-from fdpcore.kernels import KernelSpec, decay_rate, kernel_spec
-from fdpcore.mechanisms import LaplaceCalibration, calibrate_iclp, iclp_expected_sq_error, sample_laplace_whitened
-from fdpcore.preprocess import clip_l2
-from fdpcore.sensitivity import iclp_qr_weights
-from fdpcore.tuning import DEFAULT_SIGNAL_FRACTION, PSS_RULES, RISK_RULES, pss_iclp_qr, risk_prior_search
+from fdpcore.noise.iclp import LaplaceCalibration, calibrate_iclp, iclp_expected_sq_error, sample_laplace_whitened
+from fdpcore.privacy.tuning import DEFAULT_SIGNAL_FRACTION, PSS_RULES, RISK_RULES, pss_iclp_qr, risk_prior_search
+from fdpcore.summaries.mean import iclp_qr_shrinkage, iclp_qr_weights
 
 #: ``risk(basis) -> (shrunk eigenvalues, expected squared noise at unit radius as f(eta, psi), signal fraction)``.
 RiskModel = Callable[[Eigenbasis], tuple[NDArrayFloat, Callable[[float, float], float], float]]
@@ -82,7 +81,7 @@ def _upper(eigenvalues: ArrayLike) -> tuple[NDArrayFloat, tuple[NDArrayInt, NDAr
 def covariance_weights(eigenvalues: ArrayLike, eta: float, psi: float) -> NDArrayFloat:
     """The symmetric ``J x J`` weights ``A_jl = (lambda_j lambda_l)^(eta-1/2) / ((lambda_j lambda_l)^eta + psi)`` (MATH.md §6).
 
-    They are the ICLP-QR weights (:func:`fdpcore.sensitivity.iclp_qr_weights`) of the product
+    They are the ICLP-QR weights (:func:`fdpcore.summaries.mean.iclp_qr_weights`) of the product
     eigenvalues of ``C (x) C``; ``A_jl |Kbar_jl|`` is the ``1,C(x)C`` weight of coefficient ``(j, l)``.
 
     >>> covariance_weights([1.0, 0.25], 1.0, 1.0).round(4).tolist()
@@ -198,7 +197,8 @@ class CovariancePlan:
         centering: ``"public"`` or ``"sample_mean"``.
         tau: clipping radius (``tau_c`` of the centred records, or ``tau`` of the raw records).
         epsilon: privacy parameter of one draw.
-        eta, psi: regularisation of the tensor ICLP-QR estimator.
+        eta: regularisation of the tensor ICLP-QR estimator.
+        psi: see ``eta``.
         tuning: ``"fixed"``, ``"risk_prior"`` or the PSS rule that chose ``(eta, psi)``.
         tuning_formula: formula id of the rule (``None`` when fixed).
         beta: decay rate of the 1-D kernel.
@@ -255,11 +255,11 @@ def qr_regularisation(
 
     Shared by the covariance and regression plans. Returns ``(basis, beta, eta, psi, rule, rule_formula)``;
     ``rule`` is ``"fixed"`` (formula ``None``), a PSS rule (MATH.md §5.1) or ``risk_prior``
-    (:func:`fdpcore.tuning.risk_prior_search`, the default when ``risk`` is given: ``risk(basis)`` returns
+    (:func:`fdpcore.privacy.tuning.risk_prior_search`, the default when ``risk`` is given: ``risk(basis)`` returns
     the shrunk operator's eigenvalues and the expected squared noise at unit clip radius as a function of
     ``(eta, psi)``, both public). Without ``risk`` the default is ``exact_balanced``.
 
-    >>> from fdpcore.grids import midpoint_grid
+    >>> from fdpcore.basis.grids import midpoint_grid
     >>> qr_regularisation(midpoint_grid(8), {"name": "matern", "nu": 1.5, "rho": 0.2}, n=100, epsilon=1.0,
     ...                   eta=None, psi=None, tuning=None)[2:]
     (1.25, 0.01, 'exact_balanced', 'tuning.pss.iclp_qr.exact_balanced@1')
@@ -304,9 +304,9 @@ def plan_covariance_release(
     """Fix the noise of a covariance release from public inputs only (MATH.md §6).
 
     ``eta`` and ``psi`` are fixed together, or chosen by a rule: the default ``risk_prior``
-    (:func:`fdpcore.tuning.risk_prior_search` on the product eigenvalues ``lambda_j lambda_l`` with the
+    (:func:`fdpcore.privacy.tuning.risk_prior_search` on the product eigenvalues ``lambda_j lambda_l`` with the
     release's expected noise; prior signal ``signal_fraction * tau^2``, the bound of ``||K||_HS``), whose
-    error falls as epsilon grows, or a PSS rule of ICLP-QR (:data:`fdpcore.tuning.PSS_RULES`) with the 1-D
+    error falls as epsilon grows, or a PSS rule of ICLP-QR (:data:`fdpcore.privacy.tuning.PSS_RULES`) with the 1-D
     kernel's decay rate.
 
     Privacy assumptions: grid, kernel, ``n``, ``tau``, the centring mode (and the centre itself,
@@ -316,7 +316,7 @@ def plan_covariance_release(
         DomainError: unknown centring or rule, ``eta`` without ``psi``.
         PrivacyParameterError: non-positive ``epsilon``, ``tau``, ``eta`` or ``psi``.
 
-    >>> from fdpcore.grids import midpoint_grid
+    >>> from fdpcore.basis.grids import midpoint_grid
     >>> p = plan_covariance_release(midpoint_grid(24), {"name": "matern", "nu": 1.5, "rho": 0.1}, n=508,
     ...                             tau=1.0, epsilon=1.0, tuning="exact_balanced", secure=False)
     >>> (p.eta, round(p.psi, 6), p.sensitivity_formula)
@@ -361,7 +361,7 @@ def summarise_covariance(clipped_records: ArrayLike, plan: CovariancePlan) -> ND
     ``clipped_records`` are the centred records clipped to ``tau_c`` (public centring) or the raw
     records clipped to ``tau`` (sample-mean centring); one row per privacy unit.
 
-    >>> from fdpcore.grids import midpoint_grid
+    >>> from fdpcore.basis.grids import midpoint_grid
     >>> p = plan_covariance_release(midpoint_grid(10), {"name": "matern", "nu": 1.5, "rho": 0.2}, n=2, tau=1.0,
     ...                             epsilon=1.0, eta=1.0, psi=0.1, secure=False)
     >>> summarise_covariance(np.zeros((2, 10)), p).shape == (p.dimension,)
@@ -419,7 +419,7 @@ def psd_projection(coefficients: ArrayLike) -> NDArrayFloat:
 def covariance_surface(coefficients: ArrayLike, basis: Eigenbasis) -> NDArrayFloat:
     """Grid values ``Phi M Phi^T`` of a symmetric coefficient matrix (or a stack of them): ``(..., K, K)``.
 
-    >>> from fdpcore.grids import midpoint_grid
+    >>> from fdpcore.basis.grids import midpoint_grid
     >>> b = weighted_eigenbasis({"name": "matern", "nu": 1.5, "rho": 0.2}, midpoint_grid(6))
     >>> covariance_surface(np.eye(b.n_basis), b).shape
     (6, 6)
@@ -436,7 +436,7 @@ def leading_eigenfunctions(coefficients: ArrayLike, basis: Eigenbasis, k: int) -
     Post-processing of the private coefficient matrix ``M = V D V^T``: eigenfunctions ``Phi V`` (signs
     fixed so that each function's largest-magnitude value is positive), eigenvalues ``D``.
 
-    >>> from fdpcore.grids import midpoint_grid
+    >>> from fdpcore.basis.grids import midpoint_grid
     >>> b = weighted_eigenbasis({"name": "matern", "nu": 1.5, "rho": 0.2}, midpoint_grid(6))
     >>> vals, funs = leading_eigenfunctions(np.diag(np.arange(b.n_basis, 0, -1.0)), b, 2)
     >>> vals.tolist(), funs.shape
@@ -508,11 +508,14 @@ def release_covariance(
         kernel: noise kernel mapping, e.g. ``{"name": "matern", "nu": 1.5, "rho": 0.1}``.
         centering: ``"public"`` (``center``, default the zero curve) or ``"sample_mean"``.
         center: the public centre on the grid (must not be computed from ``curves``).
-        eta, psi, tuning: fixed regularisation, or a PSS rule (default ``exact_balanced``).
+        eta: fixed regularisation, or a PSS rule (default ``exact_balanced``).
+        psi: see ``eta``.
+        tuning: see ``eta``.
         psd: project each released surface onto PSD operators (post-processing).
         draws: independent draws, each a separate ``epsilon``-DP release.
         secure: OpenDP samplers; ``False`` uses NumPy (simulations only).
         rng: generator for ``secure=False``.
+        signal_fraction: prior signal scale of the default ``risk_prior`` rule as a fraction of ``tau^2``.
 
     Privacy assumptions: grid, kernel, ``tau``, ``center``, parameters and ``n`` are public;
     one row per privacy unit; replace-one adjacency.

@@ -15,7 +15,7 @@ Bingham law on the Stiefel manifold :math:`\\mathcal V_{m,k}` has density
   one coordinate scan (``method="hoff"``).
 
 The exact ACG paths (single-matrix vector draws, and the Gibbs sweep with ``m - k + 1 >= 3``)
-run in compiled kernels (:mod:`fdpcore._bingham_kernels`, numba) that loop over chains, sweeps,
+run in compiled kernels (:mod:`fdpcore.noise._bingham_kernels`, numba) that loop over chains, sweeps,
 columns and proposals without Python overhead; the kernels are fed blocks of normals and
 uniforms drawn here from the caller's :class:`numpy.random.Generator` (the only source of
 randomness). Without numba the same kernel bodies run as NumPy code for one chain, and the
@@ -38,10 +38,10 @@ import numpy as np
 from scipy import special
 from scipy.linalg import lapack
 
-from fdpcore import _bingham_kernels as kernels
 from fdpcore._typing import ArrayLike, NDArrayFloat
 from fdpcore._validate import positive_int
 from fdpcore.errors import DomainError, InternalError
+from fdpcore.noise import _bingham_kernels as kernels
 
 __all__ = [
     "BinghamChains",
@@ -198,7 +198,7 @@ def _acg_draws_same(a: NDArrayFloat, count: int, rng: np.random.Generator) -> ND
     """``count`` exact ACG draws for one ``(q, q)`` matrix (q >= 3) by the compiled kernel.
 
     The kernel consumes blocks of the caller's normals and uniforms (see
-    :mod:`fdpcore._bingham_kernels`); a block that runs out restarts the pending draw's rejection
+    :mod:`fdpcore.noise._bingham_kernels`); a block that runs out restarts the pending draw's rejection
     loop on a fresh block, which leaves its law unchanged.
     """
     out = np.empty((count, a.shape[0]))
@@ -456,7 +456,7 @@ class BinghamChains:
         """Run ``n_sweeps`` Gibbs sweeps (each column once, in random order) on every chain.
 
         ``method="acg"`` with ``m - k + 1 >= 3`` runs in the compiled kernel
-        (:mod:`fdpcore._bingham_kernels`; without numba the same body runs as NumPy code for one
+        (:mod:`fdpcore.noise._bingham_kernels`; without numba the same body runs as NumPy code for one
         chain, and chains are vectorised by :meth:`_sweep_stack` instead). Sweeps run in blocks
         that end at the re-orthonormalisation points, so the schedule is the same on every path.
         """
@@ -478,7 +478,7 @@ class BinghamChains:
         return self
 
     def _kernel_sweeps(self, n_sweeps: int, rng: np.random.Generator) -> None:
-        """``n_sweeps`` ACG Gibbs sweeps of every chain in :func:`fdpcore._bingham_kernels.acg_sweeps`."""
+        """``n_sweeps`` ACG Gibbs sweeps of every chain in :func:`fdpcore.noise._bingham_kernels.acg_sweeps`."""
         n, m, _ = self.frames.shape
         k, q = self.k, m - self.k + 1
         perms = rng.permuted(np.tile(np.arange(k), (n, n_sweeps, 1)), axis=2)  # column order of each sweep
