@@ -5,6 +5,8 @@
     python3 dev.py test [ARGS]     # set up .venv (first time) and run the whole test suite
     python3 dev.py results [ARGS]  # set up .venv (first time) and regenerate docs/results.md
                                    # (python -m experiments.report ARGS, e.g. --reps 100 --only fpca_table1)
+    python3 dev.py docs [serve]    # set up .venv (first time) and build the manual into site/ (strict),
+                                   # or serve it on http://127.0.0.1:8000
 
 Only python3 (>= 3.11) is needed on the machine; everything else is installed into
 ./.venv from pyproject.toml. The install is redone when pyproject.toml changes.
@@ -45,7 +47,7 @@ def ensure_env() -> Path:
 
 
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in {"demo", "test", "results", "setup"}:
+    if not argv or argv[0] not in {"demo", "test", "results", "docs", "setup"}:
         print(__doc__)
         return 2
     python = ensure_env()
@@ -54,6 +56,10 @@ def main(argv: list[str]) -> int:
         return 0
     if argv[0] == "demo":
         return subprocess.run([str(BIN / "fdp"), "demo", *argv[1:]], env=env, check=False).returncode
+    if argv[0] == "docs":
+        env["NO_MKDOCS_2_WARNING"] = "1"
+        args = ["serve", *argv[2:]] if argv[1:2] == ["serve"] else ["build", "--strict", *argv[1:]]
+        return subprocess.run([str(BIN / "mkdocs"), *args], cwd=ROOT, env=env, check=False).returncode
     if argv[0] == "results":
         return subprocess.run([str(python), "-m", "experiments.report", *argv[1:]], cwd=ROOT, env=env,
                               check=False).returncode
