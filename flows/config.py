@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml
 from fdp.flows.registry import SUMMARIES
+from fdp.schemas.config import series_name
 from pydantic import BaseModel, ValidationError
 
 from fdpcore.errors import ConfigError
@@ -135,16 +136,3 @@ def config_sha256(config: BaseModel) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def series_name(config: Any) -> str:
-    """The release series of a config: ``release.name``, else ``<dataset id>-<summary>``.
-
-    >>> from types import SimpleNamespace as NS
-    >>> series_name(NS(release=None, dataset=NS(id="elec"), summary="mean"))
-    'elec-mean'
-    >>> series_name(NS(release=NS(name="elec-monthly"), dataset=NS(id="elec"), summary="mean"))
-    'elec-monthly'
-    """
-    release = getattr(config, "release", None)
-    if release is not None and release.name is not None:
-        return str(release.name)
-    return f"{config.dataset.id}-{config.summary}"

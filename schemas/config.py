@@ -16,6 +16,7 @@ from fdpcore.noise.quantiles import CENTRE_CANDIDATES, DEFAULT_CENTRE_SHARE, DEF
 from fdpcore.privacy.tuning import PSS_RULES_BY_ESTIMATOR
 
 __all__ = [
+    "series_name",
     "BudgetSpec", "ClippingSpec", "DatasetSpec", "GridSpec", "MeanClippingSpec", "MeanDatasetSpec", "PrivacySpec",
     "ReleaseConfig", "ReleaseSeriesSpec", "TuningSpec",
 ]
@@ -313,3 +314,17 @@ class ReleaseConfig(Frozen):
                                               or est not in ("iclp_qr", "gp")):
             raise ValueError("tuning.signal_fraction is only used by tuning.rule 'risk_prior' (iclp_qr, gp)")
         return self
+
+def series_name(config: Any) -> str:
+    """The release series of a config: ``release.name``, else ``<dataset id>-<summary>``.
+
+    >>> from types import SimpleNamespace as NS
+    >>> series_name(NS(release=None, dataset=NS(id="elec"), summary="mean"))
+    'elec-mean'
+    >>> series_name(NS(release=NS(name="elec-monthly"), dataset=NS(id="elec"), summary="mean"))
+    'elec-monthly'
+    """
+    release = getattr(config, "release", None)
+    if release is not None and release.name is not None:
+        return str(release.name)
+    return f"{config.dataset.id}-{config.summary}"

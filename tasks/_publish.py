@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from fdp.schemas import ReleaseConfig, ReleaseManifest
+from fdp.schemas.config import series_name
 from fdp.tasks._plots import curves_png
 from fdp.tasks.planning import BAND_LEVEL, expected_l2_error, noise_band
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
@@ -206,14 +207,13 @@ def write_release(public: dict[str, Any], out_dir: Path) -> dict[str, Any]:
     return manifest
 
 
-def create_artifacts(manifest: dict[str, Any], note: str) -> None:
+def create_artifacts(manifest: dict[str, Any], note: str, config: Any) -> None:
     """The keyed Prefect artifacts of a release: its note for non-experts and the budget-split table.
 
-    Keys are ``<dataset>-release-note`` / ``<dataset>-budget-splits`` for the mean, and
-    ``<dataset>-<summary>-…`` for the other summaries.
+    Keys are ``<series>-release-note`` and ``<series>-budget-splits`` (:func:`artifact_prefix`), so two
+    series of one dataset, even of the same summary, never overwrite each other's artifacts.
     """
-    key = _artifact_key(manifest["dataset_id"] if manifest["summary"] == "mean"
-                        else f"{manifest['dataset_id']}-{manifest['summary']}")
+    key = artifact_prefix(config)
     create_markdown_artifact(key=f"{key}-release-note", markdown=note, description=f"Release note of {manifest['release_id']}")
     create_table_artifact(key=f"{key}-budget-splits", table=manifest["budget_splits"],
                           description=f"Budget splits of {manifest['release_id']}")
@@ -274,7 +274,17 @@ def _protection(manifest: dict[str, Any]) -> str:
             f"({p['epsilon']:g}-differential privacy, replace-one adjacency; the number of records n = {manifest['n']} is public).")
 
 
-def _artifact_key(name: str) -> str:
+def artifact_prefix(config: Any) -> str:
+    """The prefix of a release's Prefect artifact keys: its release series, as a Prefect key.
+
+    The series (:func:`fdp.schemas.config.series_name`: ``release.name``, else ``<dataset>-<summary>``) is
+    lower-cased and every character other than ``a-z``, ``0-9`` and ``-`` becomes ``-`` (Prefect's key rule).
+
+    >>> from types import SimpleNamespace as NS
+    >>> artifact_prefix(NS(release=NS(name="Elec_Monthly.v2"), dataset=NS(id="elec"), summary="mean"))
+    'elec-monthly-v2'
+    """
+    name = series_name(config)
     return re.sub(r"-+", "-", re.sub(r"[^a-z0-9-]", "-", name.lower())).strip("-") or "release"
 
 

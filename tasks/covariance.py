@@ -230,16 +230,17 @@ def public_covariance_release(
 
 
 def publish_summary(
-    ledger_url: str, release_id: str, dataset_id: str, public: dict[str, Any], out_dir: str, note: str
+    ledger_url: str, release_id: str, config: Any, public: dict[str, Any], out_dir: str, note: str
 ) -> dict[str, Any]:
     """Ledger first, then files, then the keyed Prefect artifacts (release note and budget-split table)."""
     public = close_release(ledger_url, release_id, public)  # first: a crash after this is recovered by a re-run from the ledger
     manifest = _publish.write_release(public, Path(out_dir))
+    dataset_id = config.dataset.id
     budget = Ledger(ledger_url).budgets(dataset_id)[0].as_dict()
-    key = _publish._artifact_key(dataset_id)
+    key = _publish.artifact_prefix(config)
     summary = manifest["summary"]
     p = manifest["privacy"]
-    create_markdown_artifact(key=f"{key}-{summary}-release-note", description=f"Release note of {release_id}", markdown="\n".join([
+    create_markdown_artifact(key=f"{key}-release-note", description=f"Release note of {release_id}", markdown="\n".join([
         f"# {summary.capitalize()} release `{release_id}`", "",
         f"**What is protected.** Each record is one *{p['privacy_unit']}*. {p['guarantee']}.", "",
         note, "",
@@ -251,7 +252,7 @@ def publish_summary(
         f"{budget['spent']['epsilon']:g}, remaining ε = {budget['remaining']['epsilon']:g}.", "",
         "| file | sha256 |", "| --- | --- |", *(f"| {o['path']} | `{o['sha256']}` |" for o in manifest["outputs"]),
     ]))
-    create_table_artifact(key=f"{key}-{summary}-budget-splits", table=manifest["budget_splits"],
+    create_table_artifact(key=f"{key}-budget-splits", table=manifest["budget_splits"],
                           description=f"Budget splits of {release_id}")
     return manifest
 
@@ -269,4 +270,4 @@ def publish_covariance(
             f"perturbed with Laplace-process noise, and its {m['parameters']['n_components']} leading eigenfunctions. "
             f"Expected L2 size of the noise: {m['noise']['expected_l2_error']:.4g} (value units squared); it comes "
             "from the mechanism alone, not from the data.")
-    return publish_summary(ledger_url, release_id, config.dataset.id, public, out_dir, note)
+    return publish_summary(ledger_url, release_id, config, public, out_dir, note)

@@ -214,7 +214,7 @@ def publish_fpca(
     public = close_release(ledger_url, release_id, public)  # first: a crash after this is recovered by a re-run from the ledger
     manifest = _publish.write_release(public, Path(out_dir))
     period, budget = period_and_budget(ledger_url, release_id)
-    _publish.create_artifacts(manifest, fpca_release_note(manifest, budget, period, public["files"][PLOT_FILE]))
+    _publish.create_artifacts(manifest, fpca_release_note(manifest, budget, period, public["files"][PLOT_FILE]), config)
     return manifest
 
 

@@ -194,4 +194,4 @@ def publish_fosr(
             f"{' with an intercept' if m['parameters']['intercept'] else ''} (function-on-scalar regression). "
             f"The budget is split: {m['parameters']['gamma']:g} of it protects the design moments, the rest the "
             "curves; the coefficients are computed from the two noisy parts only.")
-    return publish_summary(ledger_url, release_id, config.dataset.id, public, out_dir, note)
+    return publish_summary(ledger_url, release_id, config, public, out_dir, note)

@@ -120,7 +120,7 @@ def test_the_scheduler_publishes_two_series_of_one_dataset_by_itself(prefect_ser
             assert pq.read_table(folder / "release.parquet").num_rows > 0
             artifacts = client.read_artifacts(artifact_filter=ArtifactFilter(
                 flow_run_id=ArtifactFilterFlowRunId(any_=[child.id])))
-            prefix = DATASET if summary == "mean" else f"{DATASET}-{summary}"  # docs/operations.md, artifact keys
+            prefix = f"{DATASET}-{summary}"  # the series (default <dataset>-<summary>): docs/operations.md, artifact keys
             assert {a.key for a in artifacts if a.key} == {f"{prefix}-release-note", f"{prefix}-budget-splits"}
             events = [e["eventType"] for e in lineage if e["run"]["runId"] == str(child.id)]
             assert events == ["START", "COMPLETE"]

@@ -73,9 +73,9 @@ def test_release_publishes_manifest_ledger_and_artifacts(make_config, tmp_path: 
     assert main(["audit", "config-hash", str(config)]) == 0  # recomputes the recorded hash from the YAML
     assert capsys.readouterr().out.strip() == manifest["provenance"]["config_sha256"] == rows[0].config_sha256
 
-    notes = _artifacts("adelaide-electricity-monday-release-note")
+    notes = _artifacts("adelaide-electricity-monday-mean-release-note")
     assert any("What is protected" in n and "elec-2026-11" in n for n in notes)
-    splits = _artifacts("adelaide-electricity-monday-budget-splits")
+    splits = _artifacts("adelaide-electricity-monday-mean-budget-splits")
     assert any('"mean"' in s or "'mean'" in s for s in splits)
 
 
@@ -139,7 +139,7 @@ def test_public_outputs_contain_no_pre_noise_statistic(make_config, tmp_path: Pa
     manifest_text = (out / "manifest.json").read_text()
     released = pq.read_table(out / "release.parquet").to_pandas()
     public_numbers = _numbers(manifest_text) | _numbers(logs)
-    for art in _artifacts("adelaide-electricity-monday-release-note"):
+    for art in _artifacts("adelaide-electricity-monday-mean-release-note"):
         public_numbers |= _numbers(art)
     assert not (secrets & public_numbers)
     # the released curve is private: it must differ from the non-private mean
@@ -161,3 +161,17 @@ def test_failure_before_noise_releases_the_reservation(make_config, tmp_path: Pa
     assert row.state == "cancelled"
     assert Ledger(ledger).budgets()[0].spent == (0.0, 0.0)
     assert not (tmp_path / "o" / "manifest.json").exists()
+
+
+def test_two_series_of_one_summary_keep_their_own_artifacts(make_config, tmp_path: Path) -> None:
+    """Keys are per release series (issue 15): a second mean series of the dataset must not overwrite the first's."""
+    ledger = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    monthly = make_config(release={"name": "elec-monthly-mean"})
+    weekly = make_config(release={"name": "Elec_Weekly.Mean"}, privacy__epsilon=0.5)
+    assert _release(monthly, tmp_path / "m", ledger, "series-a-2026-11") == 0
+    assert _release(weekly, tmp_path / "w", ledger, "series-b-2026-11") == 0
+    notes_a = _artifacts("elec-monthly-mean-release-note")
+    notes_b = _artifacts("elec-weekly-mean-release-note")
+    assert any("series-a-2026-11" in n for n in notes_a) and not any("series-b-2026-11" in n for n in notes_a)
+    assert any("series-b-2026-11" in n for n in notes_b) and not any("series-a-2026-11" in n for n in notes_b)
+    assert _artifacts("elec-monthly-mean-budget-splits") and _artifacts("elec-weekly-mean-budget-splits")

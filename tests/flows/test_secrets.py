@@ -114,7 +114,7 @@ def test_public_outputs_logs_and_artifacts_hold_no_secret(tmp_path: Path, capfd:
         for w in (wide, base):
             assert not np.allclose(released["value"].to_numpy(), w.mean(axis=0), rtol=1e-6)
         assert manifest["n"] in (508, 509)
-    keys = ["adelaide-electricity-monday-release-note", "adelaide-electricity-monday-budget-splits"]
+    keys = ["adelaide-electricity-monday-mean-release-note", "adelaide-electricity-monday-mean-budget-splits"]
     public.append(_prefect_text(sorted(set(flow_run_ids)), keys))
     for record in Ledger(url).releases():
         public.append(json.dumps(record.public))  # what the ledger stores as published
