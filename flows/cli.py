@@ -68,7 +68,15 @@ EXIT_BROKEN_PIPE = 141
 SCHEMAS: dict[str, Any] = {  # name -> a function returning the JSON Schema
     "release-config": release_config_json_schema, "manifest": ReleaseManifest.model_json_schema,
     "budget": PrivacyBudget.model_json_schema, "ledger-entry": LedgerEntry.model_json_schema,
+    "lineage-facet": lambda: _lineage_facet_schema(),
 }
+
+
+def _lineage_facet_schema() -> Any:
+    """The shipped JSON Schema of the OpenLineage ``fdp_privacy`` run facet (imported on use: openlineage is heavy)."""
+    from fdpcore.io.lineage import FACET_SCHEMA_FILE
+
+    return json.loads(FACET_SCHEMA_FILE.read_text())
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -152,7 +160,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_plan_parser(sub)
     _add_init_parser(sub)
 
-    s = sub.add_parser("schema", help="print the JSON Schema of a config or record")
+    s = sub.add_parser("schema", help="print the JSON Schema of a config, a record or the lineage facet")
     s.add_argument("name", choices=sorted(SCHEMAS), help="which schema")
     return p
 

@@ -14,10 +14,18 @@ Where events go:
 * ``OPENLINEAGE_URL`` or ``OPENLINEAGE_CONFIG`` set: OpenLineage's own configuration (HTTP, Kafka,
   console, file, ...);
 * otherwise a JSON-lines file: ``$FDP_LINEAGE_FILE``, else ``<fdp state dir>/lineage.jsonl``.
+
+The ``fdp_privacy`` facet's JSON Schema (:func:`facet_json_schema`) ships in the package
+(``fdpcore/io/schemas/fdp_privacy-<version>.json``) and in the manual (``docs/schemas/fdp_privacy/<version>.json``,
+served by the built site); ``fdp schema lineage-facet`` prints it. The facet's ``_schemaURL``
+(:func:`facet_schema_url`) is ``$FDP_SCHEMA_BASE_URL/schemas/fdp_privacy/<version>.json#/$defs/FdpPrivacyRunFacet``
+when the organisation publishes the manual at ``$FDP_SCHEMA_BASE_URL``, else the ``file:`` URI of the shipped
+copy. A version's file never changes: a change of the facet's fields is a new version.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import uuid
@@ -34,13 +42,32 @@ from openlineage.client.transport.file import FileConfig, FileTransport
 from fdpcore import __version__
 from fdpcore.ledger import state_dir
 
-__all__ = ["NAMESPACE", "PRODUCER", "FdpPrivacyRunFacet", "emit_release_event", "emit_state_event", "lineage_client",
-           "release_event"]
+__all__ = ["FACET_SCHEMA_FILE", "FACET_SITE_PATH", "FACET_VERSION", "NAMESPACE", "PRODUCER", "FdpPrivacyRunFacet", "emit_release_event",
+           "emit_state_event", "facet_json_schema", "facet_json_schema_text", "facet_schema_url", "lineage_client", "release_event"]
 
 #: OpenLineage namespace of fdp's jobs and input datasets.
 NAMESPACE = "fdp"
 #: The producer URI written into every event.
 PRODUCER = f"urn:fdp:release-system:{__version__}"
+#: Version of the ``fdp_privacy`` facet's schema (OpenLineage's ``major-minor-patch`` file naming).
+FACET_VERSION = "1-0-0"
+#: The shipped JSON Schema of the ``fdp_privacy`` facet (package data).
+FACET_SCHEMA_FILE = Path(__file__).resolve().parent / "schemas" / f"fdp_privacy-{FACET_VERSION}.json"
+#: Path of the schema under the manual's site root (``docs/`` in the repository).
+FACET_SITE_PATH = f"schemas/fdp_privacy/{FACET_VERSION}.json"
+
+
+def facet_schema_url() -> str:
+    """The facet's ``_schemaURL``: the manual's copy under ``$FDP_SCHEMA_BASE_URL``, else the shipped file's URI.
+
+    >>> import os; os.environ["FDP_SCHEMA_BASE_URL"] = "https://stats.example.org/fdp/"
+    >>> facet_schema_url()
+    'https://stats.example.org/fdp/schemas/fdp_privacy/1-0-0.json#/$defs/FdpPrivacyRunFacet'
+    >>> del os.environ["FDP_SCHEMA_BASE_URL"]
+    """
+    base = os.environ.get("FDP_SCHEMA_BASE_URL", "").strip()
+    url = f"{base.rstrip('/')}/{FACET_SITE_PATH}" if base else FACET_SCHEMA_FILE.as_uri()
+    return f"{url}#/$defs/FdpPrivacyRunFacet"
 
 
 @attr.define
@@ -65,7 +92,40 @@ class FdpPrivacyRunFacet(RunFacet):
 
     @staticmethod
     def _get_schema() -> str:
-        return "urn:fdp:facets:FdpPrivacyRunFacet:1"
+        return facet_schema_url()
+
+
+_JSON_TYPES: dict[str, dict[str, Any]] = {  # the facet's field annotations (strings: postponed evaluation)
+    "str": {"type": "string"}, "float": {"type": "number"},
+    "list[dict[str, Any]]": {"type": "array", "items": {"type": "object"}},
+    "dict[str, Any] | None": {"type": ["object", "null"]},
+}
+
+
+def facet_json_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of the ``fdp_privacy`` run facet, generated from :class:`FdpPrivacyRunFacet`.
+
+    Self-contained (no remote ``$ref``): the base facet's ``_producer`` and ``_schemaURL`` are spelled out.
+    """
+    properties: dict[str, Any] = {"_producer": {"type": "string", "format": "uri"},
+                                  "_schemaURL": {"type": "string", "format": "uri"}}
+    required = ["_producer", "_schemaURL"]
+    for field in attr.fields(FdpPrivacyRunFacet):
+        if field.name.startswith("_"):
+            continue
+        properties[field.name] = dict(_JSON_TYPES[str(field.type)])
+        if field.default is attr.NOTHING:
+            required.append(field.name)
+    facet = {"type": "object", "description": "The privacy facts of an fdp release run (all public: from the manifest).",
+             "properties": properties, "required": required, "additionalProperties": False}
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema",
+            "$defs": {"FdpPrivacyRunFacet": facet},
+            "type": "object", "properties": {"fdp_privacy": {"$ref": "#/$defs/FdpPrivacyRunFacet"}}}
+
+
+def facet_json_schema_text() -> str:
+    """:func:`facet_json_schema` as the shipped files hold it (sorted keys, 2-space indent, final newline)."""
+    return json.dumps(facet_json_schema(), indent=2, sort_keys=True) + "\n"
 
 
 def lineage_client() -> OpenLineageClient | None:

@@ -90,3 +90,45 @@ def test_start_fail_and_abort_events_carry_run_and_job_only(tmp_path: Path, monk
     assert [(e["eventType"], e["run"]["runId"], e["job"]["name"]) for e in events] == [
         ("START", RUN_ID, "mean-release"), ("FAIL", RUN_ID, "mean-release"), ("ABORT", RUN_ID, "mean-release")]
     assert all(set(e["run"].get("facets", {})) <= {"tags"} for e in events)  # client tags only: no error text, no data
+
+
+def test_the_shipped_facet_schema_is_what_the_code_generates_in_package_and_manual() -> None:
+    """The package copy and the manual's copy are the generated schema byte for byte (a changed facet needs a new version)."""
+    from fdpcore.io.lineage import FACET_SCHEMA_FILE, FACET_SITE_PATH, facet_json_schema_text
+
+    repo = Path(__file__).resolve().parents[2]
+    assert FACET_SCHEMA_FILE.read_text() == facet_json_schema_text()
+    assert (repo / "docs" / FACET_SITE_PATH).read_text() == facet_json_schema_text()
+
+
+def test_emitted_facets_validate_against_the_shipped_schema_and_point_at_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import jsonschema
+    from openlineage.client.serde import Serde
+
+    from fdpcore.io.lineage import FACET_SCHEMA_FILE
+
+    schema = json.loads(FACET_SCHEMA_FILE.read_text())
+    commitment = {"ledger_id": "L", "seq": 7, "head": "c" * 64}
+    for manifest in (MANIFEST, {**MANIFEST, "audit_commitment": commitment}):
+        monkeypatch.delenv("FDP_SCHEMA_BASE_URL", raising=False)
+        event = json.loads(Serde.to_json(release_event(manifest, job_name="mean-release", out_dir=tmp_path)))
+        jsonschema.validate(event["run"]["facets"], schema)
+        url = event["run"]["facets"]["fdp_privacy"]["_schemaURL"]
+        assert url == FACET_SCHEMA_FILE.as_uri() + "#/$defs/FdpPrivacyRunFacet"
+        assert Path(url.removeprefix("file://").split("#")[0]).is_file()
+    bad = {"fdp_privacy": {**event["run"]["facets"]["fdp_privacy"], "epsilon": "one"}}
+    with pytest.raises(jsonschema.ValidationError):  # the schema bites: a wrong type is refused
+        jsonschema.validate(bad, schema)
+    monkeypatch.setenv("FDP_SCHEMA_BASE_URL", "https://stats.example.org/fdp/manual")
+    facet = release_event(MANIFEST, job_name="mean-release", out_dir=tmp_path).run.facets["fdp_privacy"]
+    assert facet._schemaURL == "https://stats.example.org/fdp/manual/schemas/fdp_privacy/1-0-0.json#/$defs/FdpPrivacyRunFacet"
+
+
+def test_fdp_schema_prints_the_lineage_facet_schema(capsys: pytest.CaptureFixture[str]) -> None:
+    from fdp.flows.cli import main
+
+    from fdpcore.io.lineage import facet_json_schema
+
+    assert main(["schema", "lineage-facet"]) == 0
+    assert json.loads(capsys.readouterr().out) == facet_json_schema()
