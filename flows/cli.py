@@ -673,26 +673,31 @@ def _serve(configs: list[str], cron: str, ledger_url: str | None, out_root: str,
             "fdp serve needs a running Prefect server whose scheduler creates the runs: start one "
             "(`prefect server start`) and set PREFECT_API_URL (docs/operations.md)")
     _check_prefect_api()
-    from fdp.flows.scheduled import scheduled_release
+    from fdp.flows.scheduled import MISSED_HEARTBEATS, ensure_failure_automations, heartbeat_seconds, scheduled_release
     from prefect import serve
     from prefect.deployments.runner import EntrypointType
 
     _check_series_deployments(served)
+    heartbeat = heartbeat_seconds()
+    notify_url = notify or os.environ.get("FDP_NOTIFY_URL") or None
     deployments = []
     for series, (path, config, digest) in served.items():
         deployments.append(scheduled_release.to_deployment(
             name=series, cron=cron, entrypoint_type=EntrypointType.MODULE_PATH,
             parameters={"config_path": str(Path(path).resolve()), "series": series, "config_sha256_served": digest,
                         "ledger_url": url, "out_root": str(Path(out_root).resolve()),
-                        "notify_url": notify or os.environ.get("FDP_NOTIFY_URL") or None,
+                        "notify_url": notify_url,
                         "dataset_id": config.dataset.id},
             description=f"{config.summary} release of {config.dataset.id} ({config.dataset.privacy_unit}); "
                         f"release ids {series}-<YYYY-MM>",
             tags=["fdp", config.summary, f"dataset:{config.dataset.id}"],
         ))
+    for series, deployment in zip(served, deployments, strict=True):  # registered first: the automations name its id
+        ensure_failure_automations(series, deployment.apply(), heartbeat=heartbeat, notify_url=notify_url)
     names = ", ".join(f"scheduled-release/{s}" for s in served)
-    print(f"serving {len(deployments)} scheduled release series on {cron!r} (UTC): {names}; ledger {url}", flush=True)
-    serve(*deployments, print_starting_message=False)
+    print(f"serving {len(deployments)} scheduled release series on {cron!r} (UTC): {names}; ledger {url}; runs silent "
+          f"for {MISSED_HEARTBEATS * heartbeat} s are set Crashed", flush=True)
+    serve(*deployments, print_starting_message=False, heartbeat_seconds=heartbeat)
     return EXIT_OK
 
 

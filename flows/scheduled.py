@@ -17,12 +17,20 @@ release id:
 The run is charged to that period: when the dataset's allowance for the period (or its total) is
 exhausted, the run fails with the budget message (visible in the Prefect UI), and nothing is spent.
 
-A run that ends *Failed* or *Crashed* posts a notification to the webhook ``notify_url`` (``fdp serve
---notify URL`` or ``$FDP_NOTIFY_URL``) through Prefect's ``CustomWebhookNotificationBlock``, from a
-flow-run state hook (:func:`notify_failure`): it names the series, the month, the ledger state and
-budget of that month and the next step of docs/operations.md — never data, never the error text.
-A hook runs in the run's own process, so a process killed outright (``kill -9``) sends nothing: the
-next run of the release marks it *Crashed* (:func:`fdp.tasks.ledger.attach_flow_run`).
+Nobody misses a failed month (docs/operations.md). A served run's process sends Prefect flow-run
+heartbeats every :func:`heartbeat_seconds`; for each series ``fdp serve`` keeps two server-side Prefect
+automations (:func:`ensure_failure_automations`), so they act even when no fdp process is left:
+
+* *no heartbeat*: a run of the series that has been silent for :data:`MISSED_HEARTBEATS` heartbeats
+  (its process was killed with ``kill -9``, ran out of memory, or its machine or ``fdp serve`` died)
+  is set *Crashed* by the server — it never stays *Running*;
+* *crashed*: with a webhook (``fdp serve --notify URL`` or ``$FDP_NOTIFY_URL``), every run of the
+  series that ends *Crashed* — by that automation, or seen by the runner — sends one notification
+  through Prefect's ``CustomWebhookNotificationBlock``: series, month, release id and the next step for
+  each ledger state (the server cannot read the ledger; ``fdp audit show`` can) — never data.
+
+A run that ends *Failed* is still alive to say more: its state hook (:func:`notify_failure`) sends the
+webhook the ledger state and the month's budget with the next step. One notification per run either way.
 """
 
 from __future__ import annotations
@@ -40,8 +48,9 @@ from prefect.runtime import flow_run
 from fdpcore.errors import ConfigError
 from fdpcore.ledger import Ledger, current_period, default_ledger_url
 
-__all__ = ["DEFAULT_CRON", "NEXT_STEP", "failure_message", "notify_failure", "release_calendar", "scheduled_release",
-           "scheduled_run_name"]
+__all__ = ["DEFAULT_CRON", "MISSED_HEARTBEATS", "NEXT_STEP", "crash_message_template", "ensure_failure_automations",
+           "failure_automations", "failure_message", "heartbeat_seconds", "notify_failure", "release_calendar",
+           "scheduled_release", "scheduled_run_name"]
 
 #: The next step for each ledger state of a failed run (docs/operations.md, "Recovering a failed run").
 NEXT_STEP = {
@@ -53,6 +62,111 @@ NEXT_STEP = {
     "published": "the release is published: trigger the deployment again to re-write its files",
     "cancelled": "the reservation was given back: trigger the deployment again",
 }
+
+
+#: Heartbeats a served run may miss before the server sets it Crashed.
+MISSED_HEARTBEATS = 3
+
+
+def heartbeat_seconds() -> int:
+    """Seconds between a served run's heartbeats: ``$FDP_HEARTBEAT_SECONDS``, default 60 (Prefect's minimum is 30).
+
+    A run silent for ``MISSED_HEARTBEATS`` of them is set Crashed: 3 minutes with the default.
+    """
+    raw = os.environ.get("FDP_HEARTBEAT_SECONDS", "60")
+    try:
+        seconds = int(raw)
+    except ValueError:
+        raise ConfigError(f"FDP_HEARTBEAT_SECONDS ({raw!r}) must be a whole number of seconds >= 30") from None
+    if seconds < 30:
+        raise ConfigError(f"FDP_HEARTBEAT_SECONDS ({seconds}) must be >= 30 (Prefect's minimum heartbeat interval)")
+    return seconds
+
+
+def crash_message_template(series: str) -> str:
+    """The body of the *crashed* notification: a Jinja template the Prefect server fills (no data, no ledger read).
+
+    >>> "fdp audit show {{ flow_run.name }}" in crash_message_template("elec-mean")
+    True
+    """
+    steps = "; ".join(f"{state}: {step.format(release_id='{{ flow_run.name }}', period='{{ flow_run.name[-7:] }}')}"
+                      for state, step in NEXT_STEP.items() if state != "cancelled")
+    return (f"fdp: scheduled release {{{{ flow_run.name }}}} (series {series}, month {{{{ flow_run.name[-7:] }}}}) "
+            "ended Crashed: its process stopped without reporting (killed, out of memory, or its machine or "
+            "`fdp serve` died). Budget: the ledger's state of this release decides what was spent — "
+            "`fdp audit show {{ flow_run.name }}` and `fdp calendar`. Next step by that state: " + steps
+            + " (docs/operations.md, Recovering a failed run).")
+
+
+def failure_automations(series: str, deployment_id: Any, *, heartbeat: int,
+                        notify_block_id: Any | None = None) -> list[Any]:
+    """The server-side automations of one served series (not yet created on the server).
+
+    ``fdp: <series> no heartbeat`` sets a run of the deployment Crashed once it has missed
+    :data:`MISSED_HEARTBEATS` heartbeats; ``fdp: <series> crashed`` (only with a notification block)
+    sends the block :func:`crash_message_template` when a run of the deployment becomes Crashed.
+    """
+    from datetime import timedelta
+
+    from prefect.automations import Automation, EventTrigger, Posture
+    from prefect.client.schemas.objects import StateType
+    from prefect.events.actions import ChangeFlowRunState, SendNotification
+
+    runs = {"prefect.resource.id": "prefect.flow-run.*"}
+    of_deployment = {"prefect.resource.id": f"prefect.deployment.{deployment_id}"}
+    silent = Automation(
+        name=f"fdp: {series} no heartbeat",
+        description=f"Set a run of scheduled-release/{series} Crashed when it has sent no heartbeat for "
+                    f"{MISSED_HEARTBEATS * heartbeat} s (fdp serve)",
+        trigger=EventTrigger(match=runs, match_related=of_deployment, after={"prefect.flow-run.heartbeat"},
+                             expect={"prefect.flow-run.*"}, for_each={"prefect.resource.id"},
+                             posture=Posture.Proactive, threshold=1,
+                             within=timedelta(seconds=MISSED_HEARTBEATS * heartbeat)),
+        actions=[ChangeFlowRunState(state=StateType.CRASHED, name="Crashed",
+                                    message=f"no heartbeat for {MISSED_HEARTBEATS * heartbeat} s: the process running "
+                                            "this release stopped (set Crashed by the fdp automation)")],
+    )
+    if notify_block_id is None:
+        return [silent]
+    crashed = Automation(
+        name=f"fdp: {series} crashed",
+        description=f"Tell the team when a run of scheduled-release/{series} crashes (fdp serve --notify)",
+        trigger=EventTrigger(match=runs, match_related=of_deployment, expect={"prefect.flow-run.Crashed"},
+                             posture=Posture.Reactive, threshold=1),
+        actions=[SendNotification(block_document_id=notify_block_id, subject=f"fdp: {series} {{{{ flow_run.name }}}} Crashed",
+                                  body=crash_message_template(series))],
+    )
+    return [silent, crashed]
+
+
+def ensure_failure_automations(series: str, deployment_id: Any, *, heartbeat: int, notify_url: str | None) -> list[Any]:
+    """Create or update (by name, so serving again never duplicates them) the automations of one series."""
+    from prefect.automations import Automation
+    from prefect.blocks.notifications import CustomWebhookNotificationBlock
+
+    block_id = None
+    if notify_url:
+        block = CustomWebhookNotificationBlock(
+            name="fdp-crashed-release", url=notify_url, allow_private_urls=True, timeout=10,
+            json_data={"text": "{{body}}", "subject": "{{subject}}", "series": series, "state": "Crashed"})
+        slug = "".join(c if c.isalnum() else "-" for c in series.lower()).strip("-")
+        block_id = block.save(f"fdp-crashed-{slug}", overwrite=True)
+    made = []
+    if block_id is None:  # served again without a webhook: the old crash notification must not linger
+        try:
+            Automation.read(name=f"fdp: {series} crashed").delete()
+        except ValueError:
+            pass
+    for automation in failure_automations(series, deployment_id, heartbeat=heartbeat, notify_block_id=block_id):
+        try:
+            existing = Automation.read(name=automation.name)
+        except ValueError:
+            made.append(automation.create())
+            continue
+        automation.id = existing.id
+        automation.update()
+        made.append(automation)
+    return made
 
 
 def release_calendar(series: str, scheduled_start: datetime) -> tuple[str, str]:
@@ -101,7 +215,10 @@ def failure_message(series: str, period: str, state_name: str, ledger_url: str |
 
 
 def notify_failure(flow: Any, run: Any, state: Any) -> None:
-    """Flow-run state hook (on failure and on crash): post :func:`failure_message` to the configured webhook."""
+    """Flow-run state hook (on failure): post :func:`failure_message` to the configured webhook.
+
+    Crashes are told by the server-side automation (:func:`ensure_failure_automations`), which needs no live process.
+    """
     from prefect.blocks.notifications import CustomWebhookNotificationBlock
 
     params = run.parameters or {}
@@ -123,7 +240,7 @@ def notify_failure(flow: Any, run: Any, state: Any) -> None:
 
 
 @flow(name="scheduled-release", flow_run_name=scheduled_run_name, persist_result=False, retries=0,
-      on_failure=[notify_failure], on_crashed=[notify_failure])
+      on_failure=[notify_failure])
 def scheduled_release(
     config_path: str,
     series: str,

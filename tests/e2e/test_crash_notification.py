@@ -1,0 +1,185 @@
+"""Nobody misses a crashed month (issue 15): server-side automations act when no fdp process is left.
+
+With a real ``prefect server`` on loopback and ``fdp serve --notify`` (heartbeats every 30 s):
+
+* the run's own process is killed with SIGKILL while ``fdp serve`` lives: the run ends Crashed and the
+  server's *crashed* automation posts exactly one notification (the in-process hook no longer does);
+* the whole ``fdp serve`` process group is killed with SIGKILL mid-run — nothing of fdp is left to
+  report: the server's *no heartbeat* automation sets the run Crashed after three missed heartbeats,
+  and the notification still arrives.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from e2e_support import BIN
+from prefect.automations import Automation
+from prefect.client.orchestration import get_client
+from prefect.deployments import run_deployment
+from prefect.settings import PREFECT_API_URL, temporary_settings
+
+from fdpcore.ledger import current_period
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "electricity_mean.yaml"
+DATA = REPO / "examples" / "data" / "electricity_monday.parquet"
+HEARTBEAT = 30
+
+
+@pytest.fixture(scope="module")
+def crash(prefect_server: dict, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object]]:
+    root = tmp_path_factory.mktemp("crash")
+    api = str(prefect_server["api"])
+    cfg = yaml.safe_load(EXAMPLE.read_text())
+    cfg["dataset"]["path"] = str(DATA)
+    cfg["release"] = {"name": "elec-crash"}
+    (root / "elec.yaml").write_text(yaml.safe_dump(cfg))
+    received: list[dict] = []
+
+    class Receiver(http.server.BaseHTTPRequestHandler):  # the team's chat webhook, on loopback
+        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    receiver = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=receiver.serve_forever, daemon=True).start()
+    env = {**prefect_server["env"], "FDP_STATE_DIR": str(root / "state"),  # type: ignore[dict-item]
+           "FDP_LINEAGE_FILE": str(root / "lineage.jsonl"), "PREFECT_API_URL": api,
+           "FDP_HEARTBEAT_SECONDS": str(HEARTBEAT)}
+    argv = [str(BIN / "fdp"), "serve", str(root / "elec.yaml"), "--cron", "0 6 1 1 *",
+            "--ledger", f"sqlite:///{root / 'ledger.sqlite'}", "--out-root", str(root / "releases"),
+            "--notify", f"http://127.0.0.1:{receiver.server_port}/hook"]
+    state: dict[str, object] = {"root": root, "received": received, "procs": []}
+
+    def serve() -> subprocess.Popen:  # type: ignore[type-arg]
+        proc = subprocess.Popen(argv, env=env, stdout=(root / "serve.log").open("ab"), stderr=subprocess.STDOUT,
+                                start_new_session=True)  # its own process group: the flow runs die with it
+        state["procs"].append(proc)  # type: ignore[attr-defined]
+        return proc
+
+    state["serve"] = serve
+    try:
+        with temporary_settings(updates={PREFECT_API_URL: api}):
+            yield state
+    finally:
+        for proc in state["procs"]:  # type: ignore[attr-defined]
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        receiver.shutdown()
+
+
+def _running_run(name: str, timeout: float = 180):  # noqa: ANN202
+    """Trigger the deployment (once it is registered) and wait until its run is Running."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            run = run_deployment(name, timeout=0)
+            break
+        except Exception:  # noqa: BLE001 - the deployment is not registered yet
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1)
+    with get_client(sync_client=True) as client:
+        while True:
+            run = client.read_flow_run(run.id)
+            if run.state is not None and run.state.type.value == "RUNNING":
+                return run
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"run {run.id} never started ({run.state.type.value if run.state else None})")
+            time.sleep(0.2)
+
+
+def _state(run_id: object) -> str:
+    with get_client(sync_client=True) as client:
+        run = client.read_flow_run(run_id)  # type: ignore[arg-type]
+    return run.state.type.value if run.state else "NONE"
+
+
+def _wait(predicate, timeout: float) -> bool:  # noqa: ANN001
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(1)
+    return predicate()
+
+
+def _heartbeats(run_id: object) -> int:
+    """How many heartbeat events of the run the server has received."""
+    import httpx
+
+    body = {"filter": {"event": {"name": ["prefect.flow-run.heartbeat"]},
+                       "resource": {"id": [f"prefect.flow-run.{run_id}"]}}, "limit": 10}
+    response = httpx.post(f"{PREFECT_API_URL.value()}/events/filter", json=body, timeout=10)
+    response.raise_for_status()
+    return len(response.json()["events"])
+
+
+def _children(pid: int) -> list[int]:
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+def _check_notification(note: dict, release_id: str) -> None:
+    period = current_period()
+    assert (note["series"], note["state"]) == ("elec-crash", "Crashed")
+    assert note["text"].startswith(f"fdp: scheduled release {release_id} (series elec-crash, month {period}) "
+                                   "ended Crashed")
+    assert f"fdp audit show {release_id}" in note["text"] and "reserved: no noise was drawn" in note["text"]
+    assert note["subject"] == f"fdp: elec-crash {release_id} Crashed"
+
+
+def test_a_killed_flow_process_is_crashed_and_the_server_tells_the_team_once(crash: dict) -> None:
+    serve = crash["serve"]()
+    run = _running_run("scheduled-release/elec-crash")
+    assert {a.name for a in (Automation.read(name="fdp: elec-crash no heartbeat"),
+                             Automation.read(name="fdp: elec-crash crashed"))} == {
+        "fdp: elec-crash no heartbeat", "fdp: elec-crash crashed"}
+    flow_processes = _children(serve.pid)
+    assert flow_processes, "the served run's process was not found"
+    for pid in flow_processes:
+        os.kill(pid, signal.SIGKILL)
+    assert _wait(lambda: _state(run.id) == "CRASHED", 120), _state(run.id)
+    assert _wait(lambda: len(crash["received"]) >= 1, 60), "no notification"
+    time.sleep(10)  # a second notification (the old in-process hook) would arrive by now
+    assert len(crash["received"]) == 1, crash["received"]
+    _check_notification(crash["received"][0], f"elec-crash-{current_period()}")
+    os.killpg(serve.pid, signal.SIGKILL)
+    serve.wait()
+
+
+def test_a_run_whose_whole_serve_process_died_is_set_crashed_by_its_missing_heartbeats(crash: dict) -> None:
+    crash["received"].clear()
+    serve = crash["serve"]()  # serving again updates the automations in place (by name), never duplicates them
+    run = _running_run("scheduled-release/elec-crash")
+    assert _wait(lambda: _heartbeats(run.id) >= 1, 30), "the run sent no heartbeat"  # the automation is armed
+    os.killpg(serve.pid, signal.SIGKILL)  # fdp serve and the run's process: nothing of fdp is left
+    serve.wait()
+    killed = time.monotonic()
+    assert _state(run.id) == "RUNNING"
+    assert _wait(lambda: _state(run.id) == "CRASHED", 3 * HEARTBEAT + 120), _state(run.id)
+    crashed_after = time.monotonic() - killed
+    assert _wait(lambda: len(crash["received"]) >= 1, 60), "no notification"
+    print(f"\nkill -9 of fdp serve -> run Crashed after {crashed_after:.0f} s, notified after "
+          f"{time.monotonic() - killed:.0f} s")
+    assert len(crash["received"]) == 1
+    _check_notification(crash["received"][0], f"elec-crash-{current_period()}")
+    with get_client(sync_client=True) as client:
+        message = client.read_flow_run(run.id).state.message  # type: ignore[union-attr]
+    assert "no heartbeat" in (message or "")
