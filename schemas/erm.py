@@ -21,6 +21,10 @@ class ErmDatasetSpec(PointDatasetSpec):
     """A point table with a label/response column."""
 
     label_column: str = Field(min_length=1, description="labels: -1/+1 for logistic and hinge; a response for ridge")
+    labels: Literal["sign", "error"] = Field(
+        "sign", description="logistic/hinge: a label other than -1/+1 becomes +1 if positive, else -1 (record-wise, so "
+                            "0/1 coding works; counted in the ledger's internal entry only), or 'error': stop before the "
+                            "charge naming the row (on the curator's terminal only)")
 
 
 class ErmReleaseConfig(Frozen):

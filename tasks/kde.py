@@ -41,8 +41,8 @@ def load_points(config: Any, config_dir: str) -> PointBatch:
     table = read_point_table(path, ds.format, unit_column=ds.unit_column, coordinate_columns=ds.coordinate_columns,
                              domain=ds.domain, label_column=getattr(ds, "label_column", None),
                              outside=ds.outside_domain, binary_labels=getattr(config, "loss", "ridge") != "ridge",
-                             csv_delimiter=ds.csv_delimiter)
-    counts = {"n_rows": table.n_rows, "n_points_clamped": table.n_clamped}
+                             csv_delimiter=ds.csv_delimiter, labels=getattr(ds, "labels", "sign"))
+    counts = {"n_rows": table.n_rows, "n_points_clamped": table.n_clamped, "n_labels_to_sign": table.n_relabelled}
     return PointBatch(unit_codes=table.unit_codes, points=table.points, labels=table.labels, n_samples=table.n_units,
                       counts=counts)
 

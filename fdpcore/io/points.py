@@ -17,6 +17,16 @@ checks of :mod:`fdpcore.io.tables`.
   exists, which is why it is not the default.
 
 Coordinates are then mapped affinely onto ``[0, 1]^d``.
+
+**Labels of a classifier** (``binary_labels``: logistic and hinge ERM) must be ``-1`` or ``+1``. The
+``labels`` rule says what happens to any other finite label:
+
+* ``"sign"`` (default): the label becomes ``+1`` if it is positive, else ``-1`` (so a ``0/1`` coding
+  works as ``-1/+1``). Like clamping, a record-wise data-independent map: the guarantee on the
+  mapped data is a guarantee on the raw data, and the count of relabelled points goes to the internal
+  ledger record only.
+* ``"error"`` (strict, opt-in): the read fails, naming the column and the first such row; ``fdp release``
+  runs it before the charge, on the curator's terminal only.
 """
 
 from __future__ import annotations
@@ -31,10 +41,12 @@ from fdpcore._typing import AnyArray, NDArrayFloat
 from fdpcore.errors import DataError
 from fdpcore.io.tables import _ids, _numeric, read_unit_columns
 
-__all__ = ["OUTSIDE_RULES", "PointTable", "read_point_table"]
+__all__ = ["LABEL_RULES", "OUTSIDE_RULES", "PointTable", "read_point_table"]
 
 #: Handling of coordinates outside the public domain.
 OUTSIDE_RULES = ("error", "clamp")
+#: What happens to a classifier label other than ±1 (see the module docstring).
+LABEL_RULES = ("sign", "error")
 
 
 @dataclass(frozen=True, eq=False)
@@ -47,6 +59,7 @@ class PointTable:
         labels: the label/response column (``m``), or ``None``.
         n_rows: rows read.
         n_clamped: points with at least one coordinate clamped into the domain (internal only).
+        n_relabelled: classifier labels other than ``±1`` mapped to their sign (internal only).
     """
 
     unit_codes: AnyArray
@@ -54,6 +67,7 @@ class PointTable:
     labels: NDArrayFloat | None
     n_rows: int
     n_clamped: int
+    n_relabelled: int = 0
 
     @property
     def n_units(self) -> int:
@@ -72,6 +86,7 @@ def read_point_table(
     outside: str = "clamp",
     binary_labels: bool = False,
     csv_delimiter: str = ",",
+    labels: str = "sign",
 ) -> PointTable:
     """Read a point table and map it onto ``[0, 1]^d`` (see the module docstring for ``outside``).
 
@@ -87,11 +102,14 @@ def read_point_table(
     Raises:
         DataError: missing/unreadable file or column, a non-numeric or non-finite coordinate or
             label (the first offending row is named), a coordinate outside the domain with
-            ``outside="error"``, a label other than ``±1`` with ``binary_labels``, a missing unit id, zero rows.
+            ``outside="error"``, a label other than ``±1`` with ``binary_labels`` and ``labels="error"``, a missing
+            unit id, zero rows.
     """
     coords = list(coordinate_columns)
     if len(coords) not in (1, 2) or len(domain) != len(coords):
         raise DataError(f"dataset.coordinate_columns ({coords}) must name 1 or 2 columns, one per dataset.domain entry")
+    if labels not in LABEL_RULES:
+        raise DataError(f"dataset.labels ({labels!r}) must be one of {list(LABEL_RULES)}")
     if outside not in OUTSIDE_RULES:
         raise DataError(f"dataset.outside_domain ({outside!r}) must be one of {list(OUTSIDE_RULES)}")
     p = Path(path)
@@ -114,13 +132,17 @@ def read_point_table(
             )
         n_clamped |= out
         columns.append((np.clip(x, a, b) - a) / (b - a))
-    labels = _finite(table.column(label_column), p.name, label_column) if label_column else None
-    if binary_labels and labels is not None:
-        bad = np.flatnonzero(np.abs(labels) != 1.0)
-        if bad.size:
+    y = _finite(table.column(label_column), p.name, label_column) if label_column else None
+    n_relabelled = 0
+    if binary_labels and y is not None:
+        bad = np.flatnonzero(np.abs(y) != 1.0)
+        if bad.size and labels == "error":
             raise DataError(f"{p.name}: column {label_column!r} has a label other than -1 or +1 at row {int(bad[0]) + 1}; "
-                            "logistic and hinge losses need labels coded -1/+1")
-    return PointTable(codes.astype(np.int64), np.column_stack(columns), labels, int(table.num_rows), int(n_clamped.sum()))
+                            "logistic and hinge losses need labels coded -1/+1 (or dataset.labels: sign)")
+        n_relabelled = int(bad.size)
+        y = np.where(y > 0.0, 1.0, -1.0)  # record-wise: the sign; identity on -1/+1
+    return PointTable(codes.astype(np.int64), np.column_stack(columns), y, int(table.num_rows), int(n_clamped.sum()),
+                      n_relabelled)
 
 
 def _finite(col: object, fname: str, name: str) -> NDArrayFloat:

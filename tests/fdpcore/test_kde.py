@@ -161,7 +161,10 @@ def test_reader_errors_name_the_row_and_clamp_is_counted(tmp_path: Path) -> None
     assert t.n_clamped == 2 and t.points[:, 0].tolist() == [0.1, 1.0, 0.0]
     with pytest.raises(DataError, match="label other than -1 or \\+1 at row 2"):
         read_point_table(path, "csv", unit_column="id", coordinate_columns=["x"], domain=[(-5.0, 15.0)],
-                         label_column="y", binary_labels=True)
+                         label_column="y", binary_labels=True, labels="error")
+    signed = read_point_table(path, "csv", unit_column="id", coordinate_columns=["x"], domain=[(-5.0, 15.0)],
+                              label_column="y", binary_labels=True)  # default: record-wise, the label's sign
+    assert signed.labels.tolist() == [1.0, -1.0, 1.0] and signed.n_relabelled == 1
     pd.DataFrame({"id": ["a"], "x": [float("nan")]}).to_csv(path, index=False)
     with pytest.raises(DataError, match="non-finite entry at row 1"):
         read_point_table(path, "csv", unit_column="id", coordinate_columns=["x"], domain=[(0.0, 10.0)])

@@ -44,12 +44,27 @@ def test_logistic_and_svm_2d(tmp_path: Path) -> None:
     assert m["solver"]["certificate"].startswith("duality gap")
 
 
-def test_labels_not_pm1_for_svm_exit_2_naming_the_row(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_labels_not_pm1_for_svm_become_their_sign_by_default(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Record-wise by default (issue 17): one unit's 0/1 label never decides whether a release exists."""
     frame = pd.read_parquet(REPO / "examples" / "data" / "erm_points.parquet")
     frame["label01"] = (frame["label"] > 0).astype(int)
     data = tmp_path / "p.parquet"
     frame.to_parquet(data)
     cfg = _config(tmp_path, "erm_svm_2d.yaml", grid__size=8, dataset__label_column="label01", dataset__path=str(data))
+    ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
+    assert release(cfg, tmp_path / "s", ledger, "signed") == 0
+    internal = Ledger(ledger).get("signed").internal  # type: ignore[union-attr]
+    assert internal["counts"]["n_labels_to_sign"] == int((frame["label01"] == 0).sum()) > 0  # the 0s become -1
+    assert "n_labels_to_sign" not in (tmp_path / "s" / "manifest.json").read_text()  # internal only
+
+
+def test_labels_not_pm1_for_svm_exit_2_naming_the_row_when_strict(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    frame = pd.read_parquet(REPO / "examples" / "data" / "erm_points.parquet")
+    frame["label01"] = (frame["label"] > 0).astype(int)
+    data = tmp_path / "p.parquet"
+    frame.to_parquet(data)
+    cfg = _config(tmp_path, "erm_svm_2d.yaml", grid__size=8, dataset__label_column="label01", dataset__path=str(data),
+                  dataset__labels="error")
     ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
     assert release(cfg, tmp_path / "o", ledger, "bad") == 2
     err = capsys.readouterr().err
