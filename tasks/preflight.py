@@ -35,3 +35,9 @@ def check_strict_inputs(config: Any, config_dir: str) -> None:
     elif config.summary == "fosr" and config.covariates_within_unit == "error" and config.engine.name == "memory":
         read_unit_covariates(path, ds.format, unit_column=ds.unit_column, csv_delimiter=ds.csv_delimiter,
                              covariates=[(name, enc) for _, name, enc in config.design_columns()], within_unit="error")
+    elif config.summary == "fosr" and config.covariates_within_unit == "error":  # streaming engines: one extra pass
+        from fdp.tasks.streaming import stream_spec
+
+        from fdpcore.io.streaming import stream_dataset
+
+        stream_dataset(path, stream_spec(config, covariates=True))

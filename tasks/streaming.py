@@ -46,6 +46,7 @@ def stream_spec(config: Any, *, center: Any = None, outer: bool = False, covaria
         sup_clip=config.clipping.sup_clip, chunk_rows=config.engine.chunk_rows, outer=outer,
         center=None if center is None else tuple(float(c) for c in center),
         covariates=cov, covariate_bound=float(config.covariate_bound) if covariates else None,
+        covariates_within_unit=config.covariates_within_unit if covariates else "average",
     )
 
 

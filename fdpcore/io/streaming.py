@@ -22,9 +22,10 @@ integer or floating Parquet columns (text columns: use the in-memory engine, whi
 Unit ids are held in memory only, to check the order; they never enter a message or a result
 that is written anywhere.
 
-FoSR (MATH.md §7): ``covariates`` names scalar columns of the same table, constant within a unit
+FoSR (MATH.md §7): ``covariates`` names scalar columns of the same table, one value per unit
 (the rules of :func:`fdpcore.io.covariates.read_unit_covariates`: every row needs a value, an
-encoded column's entries must be keys of its public encoding, a unit's rows must agree). They are
+encoded column's entries must be keys of its public encoding; a covariate that varies within a unit
+is averaged over the unit's rows, or refused with ``covariates_within_unit="error"``). They are
 read with the chunk, so a unit's covariates travel with its rows (also across a chunk boundary);
 each unit's row is clipped to ``covariate_bound`` and accumulated with its record
 (:class:`~fdpcore.data.accumulate.DesignSums`). Numeric covariates must be integer or floating Parquet
@@ -81,6 +82,7 @@ class StreamSpec:
     center: tuple[float, ...] | None = None
     covariates: tuple[tuple[str, tuple[tuple[str, float], ...] | None], ...] = ()
     covariate_bound: float | None = None
+    covariates_within_unit: str = "average"
 
     def __post_init__(self) -> None:
         if self.center is not None:
@@ -298,22 +300,33 @@ def _covariates(batch: pa.RecordBatch, spec: StreamSpec, fname: str,
     return out, np.arange(offset, offset + m, dtype=np.int64)
 
 
-def _unit_covariates(rows: _Rows, spec: StreamSpec, fname: str) -> np.ndarray:
-    """One covariate row per unit (the unit order of ``align_long``: runs of sorted codes), checked constant."""
+def _unit_covariates(rows: _Rows, spec: StreamSpec, fname: str) -> tuple[np.ndarray, int]:
+    """One covariate row per unit (the unit order of ``align_long``: runs of sorted codes) and the count of units averaged.
+
+    The rule of the in-memory path (:func:`fdpcore.io.covariates.read_unit_covariates`): a covariate that
+    varies within a unit is replaced by the mean of the unit's rows (``covariates_within_unit: average``,
+    record-wise), summed in row order as there, or refused naming the row (``error``).
+    """
     cov, where = rows.cov, rows.rows
     assert cov is not None and where is not None  # noqa: S101 - set whenever spec.covariates is
     starts = np.flatnonzero(np.concatenate([[True], rows.codes[1:] != rows.codes[:-1]]))
-    first = starts[np.cumsum(np.concatenate([[False], rows.codes[1:] != rows.codes[:-1]]))]
+    run = np.cumsum(np.concatenate([[False], rows.codes[1:] != rows.codes[:-1]]))
+    first = starts[run]
+    varying = np.zeros(starts.shape[0], dtype=bool)
+    out = np.empty((starts.shape[0], len(spec.covariates)))
+    sizes = np.bincount(run, minlength=starts.shape[0])
     for k, (name, _) in enumerate(spec.covariates):
         changes = cov[:, k] != cov[first, k]
-        if changes.any():
+        if changes.any() and spec.covariates_within_unit == "error":
             row = int(np.flatnonzero(changes)[0])
             raise DataError(
                 f"{fname}: column {name!r} is not constant within a privacy unit: row {int(where[row]) + 1} differs "
-                f"from the unit's first row {int(where[first[row]]) + 1}; a covariate must have one value per unit"
+                f"from the unit's first row {int(where[first[row]]) + 1}; a covariate must have one value per unit "
+                "(or set covariates_within_unit: average)"
             )
-    out: np.ndarray = cov[starts]
-    return out
+        varying[run[changes]] = True
+        out[:, k] = np.bincount(run, weights=cov[:, k], minlength=starts.shape[0]) / sizes
+    return out, int(varying.sum())
 
 
 def _reduce(rows: _Rows, spec: StreamSpec, w: np.ndarray, fname: str = "") -> CurveSums:
@@ -331,7 +344,9 @@ def _reduce(rows: _Rows, spec: StreamSpec, w: np.ndarray, fname: str = "") -> Cu
               "n_unalignable_units": aligned.n_unalignable, "n_clipped": n_clipped}
     z = None
     if spec.covariates and spec.covariate_bound is not None:  # FoSR: record-wise Euclidean clip to B
-        z, _ = clip_l2(_unit_covariates(rows, spec, fname), np.ones(len(spec.covariates)), spec.covariate_bound)
+        unit_cov, n_averaged = _unit_covariates(rows, spec, fname)
+        counts["n_units_covariate_averaged"] = n_averaged
+        z, _ = clip_l2(unit_cov, np.ones(len(spec.covariates)), spec.covariate_bound)
     return accumulate_curves(clipped, spec.tau, w, sup_clip=spec.sup_clip, outer=spec.outer, counts=counts,
                              covariates=z, covariate_bound=spec.covariate_bound)
 

@@ -449,7 +449,10 @@ def test_streamed_covariates_follow_the_in_memory_rules(tmp_path: Path) -> None:
     for chunk in (4, 100):
         with pytest.raises(DataError, match=r"c\.parquet: column 'g' is not constant within a privacy unit: row 6 "
                                             r"differs from the unit's first row 4"):
-            ingest_file(p, _spec(chunk_rows=chunk, covariates=(enc,), covariate_bound=1.0))
+            ingest_file(p, _spec(chunk_rows=chunk, covariates=(enc,), covariate_bound=1.0,
+                                 covariates_within_unit="error"))
+        averaged = ingest_file(p, _spec(chunk_rows=chunk, covariates=(enc,), covariate_bound=1.0))  # the default
+        assert averaged.sums.counts["n_units_covariate_averaged"] == 1
     pq.write_table(pa.table({**base, "g": ["a", "a", "a", "b", "c", "b"]}), p)
     with pytest.raises(DataError, match=r"column 'g' has a category that is not listed in its encoding at row 5"):
         ingest_file(p, _spec(chunk_rows=4, covariates=(enc,), covariate_bound=1.0))

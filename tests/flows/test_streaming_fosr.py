@@ -56,7 +56,7 @@ def test_streamed_fosr_statistics_equal_the_in_memory_units(tmp_path: Path, part
     assert streamed.n_samples == mem.n_samples == 93  # type: ignore[attr-defined]
     assert sums.sum == exact.sum and sums.design.sum == exact.design.sum
     assert sums.design.outer == exact.design.outer and sums.design.cross == exact.design.cross
-    assert streamed.counts == mem.counts  # type: ignore[attr-defined]
+    assert streamed.counts == {**mem.counts, **cov.counts}  # type: ignore[attr-defined]
     # sex is +-1 (on the lattice) and the heights are clipped the same way: the summaries agree to rounding
     assert np.allclose(s_data.t1, m_data.t1, rtol=0, atol=1e-15)  # type: ignore[attr-defined]
     assert np.allclose(s_data.t2, m_data.t2, rtol=1e-9, atol=1e-9)  # type: ignore[attr-defined]
@@ -108,3 +108,30 @@ def test_dask_and_local_engines_give_bit_identical_fosr_sums(tmp_path: Path, par
     a, b = d.sums, loc.sums  # type: ignore[attr-defined]
     assert a.sum == b.sum and a.design.sum == b.design.sum and a.design.outer == b.design.outer
     assert a.design.cross == b.design.cross and d.counts == loc.counts  # type: ignore[attr-defined]
+
+
+def test_a_covariate_varying_within_a_unit_is_averaged_alike_by_both_engines(tmp_path: Path) -> None:
+    """Issue 17: the streaming engine no longer refuses what the in-memory path averages (record-wise, the default).
+
+    Every 7th child's last row has the other sex: both engines use the mean of the child's rows and give the same
+    exact sums and the same count of averaged units (internal only); ``covariates_within_unit: error`` refuses on both.
+    """
+    frame = pd.read_parquet(DATA)
+    last = frame.groupby("child_id").tail(1).index[::7]
+    frame.loc[last, "sex"] = frame.loc[last, "sex"].map({"M": "F", "F": "M"})
+    varied = tmp_path / "varied.parquet"
+    frame.to_parquet(varied, index=False)
+    parts = partition_parquet(varied, tmp_path / "parts", "child_id", 3, 100, order=["child_id", "age_years"])
+    cfg = write_config(tmp_path, EXAMPLE, data=parts, engine={"name": "local", "chunk_rows": 45})
+    mem_cfg = write_config(tmp_path, EXAMPLE, data=varied)
+    streamed, mem, cov, _ = _both(str(cfg), str(mem_cfg))
+    z, _ = clip_covariates(cov.data_matrix, 1.0)  # type: ignore[attr-defined]
+    exact = accumulate_curves(mem.data_matrix, 1.0, _weights(mem_cfg), covariates=z,  # type: ignore[attr-defined]
+                              covariate_bound=1.0)
+    sums = streamed.sums  # type: ignore[attr-defined]
+    assert sums.design.sum == exact.design.sum and sums.design.outer == exact.design.outer
+    assert sums.design.cross == exact.design.cross
+    assert streamed.counts["n_units_covariate_averaged"] == cov.counts["n_units_covariate_averaged"] == len(last)  # type: ignore[attr-defined]
+    strict = write_config(tmp_path, EXAMPLE, data=parts, engine={"name": "local", "chunk_rows": 45},
+                          covariates_within_unit="error")
+    assert release(strict, tmp_path / "out", f"sqlite:///{tmp_path / 'l.sqlite'}", "strict") == 2
