@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import http.server
+import json
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -41,3 +44,24 @@ def stop(proc: subprocess.Popen | None) -> None:  # type: ignore[type-arg]
         proc.wait()
 
 
+
+
+def webhook_receiver() -> tuple[http.server.ThreadingHTTPServer, list[dict]]:  # type: ignore[type-arg]
+    """A loopback HTTP server standing in for the team's chat webhook: the JSON bodies it was posted, in order.
+
+    Call ``shutdown()`` on the server when done.
+    """
+    received: list[dict] = []  # type: ignore[type-arg]
+
+    class Receiver(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, received

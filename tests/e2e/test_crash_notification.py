@@ -11,19 +11,16 @@ With a real ``prefect server`` on loopback and ``fdp serve --notify`` (heartbeat
 
 from __future__ import annotations
 
-import http.server
-import json
 import os
 import signal
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
-from e2e_support import BIN
+from e2e_support import BIN, webhook_receiver
 from prefect.automations import Automation
 from prefect.client.orchestration import get_client
 from prefect.deployments import run_deployment
@@ -45,19 +42,7 @@ def crash(prefect_server: dict, tmp_path_factory: pytest.TempPathFactory) -> Ite
     cfg["dataset"]["path"] = str(DATA)
     cfg["release"] = {"name": "elec-crash"}
     (root / "elec.yaml").write_text(yaml.safe_dump(cfg))
-    received: list[dict] = []
-
-    class Receiver(http.server.BaseHTTPRequestHandler):  # the team's chat webhook, on loopback
-        def do_POST(self) -> None:  # noqa: N802 - http.server's name
-            received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-            self.send_response(200)
-            self.end_headers()
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    receiver = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
-    threading.Thread(target=receiver.serve_forever, daemon=True).start()
+    receiver, received = webhook_receiver()  # the team's chat webhook, on loopback
     env = {**prefect_server["env"], "FDP_STATE_DIR": str(root / "state"),  # type: ignore[dict-item]
            "FDP_LINEAGE_FILE": str(root / "lineage.jsonl"), "PREFECT_API_URL": api,
            "FDP_HEARTBEAT_SECONDS": str(HEARTBEAT)}

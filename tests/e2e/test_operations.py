@@ -7,18 +7,16 @@ exhausted fails visibly (FAILED state with the budget message) with nothing spen
 
 from __future__ import annotations
 
-import http.server
 import json
 import shutil
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
-from e2e_support import BIN, stop
+from e2e_support import BIN, stop, webhook_receiver
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import (
     ArtifactFilter,
@@ -55,19 +53,7 @@ def ops(prefect_server: dict, tmp_path_factory: pytest.TempPathFactory) -> Itera
     tight["budget"] = {"epsilon": 10.0, "period": "month", "epsilon_per_period": 0.5}
     (root / "tight.yaml").write_text(yaml.safe_dump(tight))
     ledger = f"sqlite:///{root / 'ledger.sqlite'}"
-    received: list[dict] = []
-
-    class Receiver(http.server.BaseHTTPRequestHandler):  # the team's chat webhook, on loopback
-        def do_POST(self) -> None:  # noqa: N802 - http.server's name
-            received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-            self.send_response(200)
-            self.end_headers()
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    receiver = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
-    threading.Thread(target=receiver.serve_forever, daemon=True).start()
+    receiver, received = webhook_receiver()  # the team's chat webhook, on loopback
     served = subprocess.Popen(
         [str(BIN / "fdp"), "serve", str(root / "elec.yaml"), str(root / "tight.yaml"), "--ledger", ledger,
          "--out-root", str(root / "releases"), "--notify", f"http://127.0.0.1:{receiver.server_port}/hook"],
