@@ -245,11 +245,13 @@ def _add_plan_parser(sub: Any) -> None:
 
 def _add_init_parser(sub: Any) -> None:
     i = sub.add_parser("init", help="write a commented release config for a data file (no data value is used)")
-    i.add_argument("data", help="Parquet or CSV file in long format (one row per unit, time and value)")
+    i.add_argument("data", help="Parquet or CSV file in long format (one row per unit and time; kde/erm: per point)")
     i.add_argument("--unit", required=True, help="column of the privacy unit")
-    i.add_argument("--time", required=True, help="column of the observation times")
-    i.add_argument("--value", required=True, help="column of the observed values")
-    i.add_argument("--summary", default="mean", help="mean (default), covariance, fpca or fosr")
+    i.add_argument("--time", required=True, help="column of the observation times (kde, erm: of the point's coordinate)")
+    i.add_argument("--value", default=None, help="column of the observed values (erm: of the label; kde: none)")
+    i.add_argument("--summary", default="mean", help="mean (default), covariance, fpca, fosr, kde or erm")
+    i.add_argument("--loss", default="logistic", choices=["logistic", "hinge", "ridge"], help="erm: the loss")
+    i.add_argument("--label-bound", type=float, default=None, help="erm ridge: PUBLIC bound on |response|")
     i.add_argument("--time-domain", type=float, nargs=2, required=True, metavar=("A", "B"),
                    help="PUBLIC first and last time of the measurement design, source units (e.g. 0 23 for hourly "
                         "readings); a curve must be observed across it to be aligned")
@@ -281,7 +283,7 @@ def _init(args: argparse.Namespace) -> int:
         time_domain=tuple(args.time_domain), value_offset=args.value_offset, value_scale=args.value_scale,
         tau=args.tau, epsilon=args.epsilon, budget=args.budget, grid_size=args.grid_size, dataset_id=args.dataset_id,
         privacy_unit=args.privacy_unit, covariates=args.covariate, covariate_bound=args.covariate_bound,
-        config_dir=out.parent if out is not None else Path.cwd(),
+        config_dir=out.parent if out is not None else Path.cwd(), loss=args.loss, label_bound=args.label_bound,
     )
     if out is None:
         print(text, end="")

@@ -64,8 +64,12 @@ def test_init_names_a_missing_column_and_refuses_to_overwrite(tmp_path: Path, ca
     cfg.write_text("x")
     assert _init(DATA, cfg) == 2
     assert "exists" in capsys.readouterr().err and cfg.read_text() == "x"
-    assert _init(DATA, tmp_path / "k.yaml", "--summary", "kde") == 2
-    assert "examples/kde_1d.yaml" in capsys.readouterr().err
+    points = REPO / "examples" / "data" / "erm_points.parquet"
+    erm = ["init", str(points), "--unit", "customer_id", "--time", "x1", "--time-domain", "0", "10", "--summary", "erm"]
+    assert main([*erm, "--out", str(tmp_path / "e.yaml")]) == 2
+    assert "--value COLUMN: the label" in capsys.readouterr().err
+    assert main([*erm, "--value", "response", "--loss", "ridge", "--out", str(tmp_path / "e.yaml")]) == 2
+    assert "--label-bound B" in capsys.readouterr().err
 
 
 def test_readme_new_data_walkthrough_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -87,3 +91,40 @@ def test_readme_new_data_walkthrough_runs_as_written(tmp_path: Path, monkeypatch
     assert json.loads(outputs[2])["rows"][0]["epsilon"] == 0.5 and (tmp_path / "my-plan.png").is_file()
     assert "already published — files re-written, nothing charged" in outputs[4]
     assert (tmp_path / "releases" / "my-first" / "release.png").is_file()
+
+
+POINTS = {
+    "kde": (REPO / "examples" / "data" / "kde_points_1d.parquet",
+            ["--unit", "person_id", "--time", "score", "--time-domain", "0", "10"], 2000),
+    "erm": (REPO / "examples" / "data" / "erm_points.parquet",
+            ["--unit", "customer_id", "--time", "x1", "--value", "label", "--time-domain", "0", "10"], 1000),
+}
+
+
+@pytest.mark.parametrize("summary", ["kde", "erm"])
+def test_init_writes_point_configs_that_plan_and_release(summary: str, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """KDE and ERM (issue 16): the domain comes from the options, never from the points; the config plans and releases."""
+    data, args, n = POINTS[summary]
+    cfg = tmp_path / "p.yaml"
+    assert main(["init", str(data), *args, "--summary", summary, "--out", str(cfg)]) == 0
+    assert f"{n} privacy units" in capsys.readouterr().out
+    text = cfg.read_text()
+    assert "domain: [[0.0, 10.0]]   # PUBLIC" in text and "size: 50           # PUBLIC" in text
+    config = load_config(cfg)
+    assert config.summary == summary and list(config.dataset.domain) == [(0.0, 10.0)]
+    ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
+    assert main(["plan", str(cfg), "--json", "--epsilon", "1", "--ledger", ledger]) == 0
+    assert json.loads(capsys.readouterr().out)["n"] == n
+    assert release(cfg, tmp_path / "out", ledger, "r") == 0
+    assert json.loads((tmp_path / "out" / "manifest.json").read_text())["n"] == n
+    moved = tmp_path / "moved.parquet"  # other values, same columns and units: the same config
+    frame = pd.read_parquet(data)
+    frame[args[3]] = frame[args[3]] * 7.0 - 3.0
+    frame.to_parquet(moved, index=False)
+    assert main(["init", str(moved), *args, "--summary", summary, "--out", str(tmp_path / "q.yaml")]) == 0
+
+    def _no_names(s: str) -> list[str]:  # the file's name and path differ; everything else must not
+        return [ln for ln in s.splitlines()[1:] if not ln.strip().startswith(("path:", "id:"))]
+
+    assert _no_names((tmp_path / "q.yaml").read_text()) == _no_names(text)
