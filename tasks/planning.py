@@ -10,6 +10,7 @@ and :func:`noise_band`, so ``fdp plan`` states exactly the numbers the release w
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -30,7 +31,7 @@ from fdpcore.summaries.erm import plan_erm_release
 from fdpcore.summaries.fosr import plan_fosr_release
 from fdpcore.summaries.fpca import fpca_basis, gaussian_length_scale, plan_fpca_release
 from fdpcore.summaries.kde import plan_kde_release
-from fdpcore.summaries.mean import auto_public_choices, plan_mean_release
+from fdpcore.summaries.mean import auto_public_choices, candidate_plans, plan_mean_release
 
 __all__ = [
     "BAND_LEVEL", "Accuracy", "accuracy", "build_plan", "count_config_units", "count_units_of_file", "covariance_centering_check",
@@ -221,6 +222,8 @@ class Accuracy:
         note: what the numbers mean for this summary.
         budget_splits: the named parts of epsilon the release would charge (as the manifest records them).
         bought: public parameters bought with part of epsilon (``tau: auto``, ``value_offset: auto``), not yet drawn.
+        expected_l2_error_range: ``dp_select``/``pcv``: the smallest and largest ``expected_l2_error`` (source units)
+            over the candidates; the release's is one of them (``None`` for a fixed tuning).
     """
 
     summary: str
@@ -238,6 +241,7 @@ class Accuracy:
     note: str
     budget_splits: list[dict[str, Any]] | None = None
     bought: list[dict[str, Any]] | None = None
+    expected_l2_error_range: tuple[float, float] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON form."""
@@ -281,13 +285,22 @@ _NOTES = {
 def accuracy(config: Any, plan: Any, n: int, *, band: bool = True) -> Accuracy:
     """The numbers of one plan (:class:`Accuracy`), computed by the functions the manifests use."""
     s = config.summary
+    if s == "mean" and plan.pending:  # dp_select / pcv: the noise is that of one candidate, picked after the charge
+        finished = candidate_plans(plan)
+        errors = [expected_l2_error(config, c) for c in finished]
+        worst = max(range(len(finished)), key=lambda i: errors[i][0])  # type: ignore[index]
+        row = accuracy(config, finished[worst], n, band=band)
+        low = min(e[0] for e in errors if e is not None)
+        return dataclasses.replace(row, tuning=_tuning(config, plan), budget_splits=row.budget_splits,
+                                   expected_l2_error_range=(low, row.expected_l2_error or low), note=(
+            f"{plan.tuning}: {plan.selection.parameter} is chosen from the data after the charge among "
+            f"{len(finished)} candidates; sensitivity, noise scale, error and band are those of the noisiest "
+            "candidate (a bound on the release's; `--json` gives expected_l2_error_range over the candidates)"))
     err = expected_l2_error(config, plan)
     if s == "fosr":
         sens, formula, scale = plan.delta2, "sensitivity.fosr.t2.exact@1", plan.calibration2.scale
     elif s == "fpca":
         sens, formula, scale = plan.sensitivity, "sensitivity.fpca.projection_energy@1", None
-    elif s == "mean" and plan.pending:
-        sens, formula, scale = None, plan.sensitivity_formula, None
     else:
         sens, formula, scale = plan.sensitivity, plan.sensitivity_formula, plan.calibration.scale
     relative = None
@@ -299,9 +312,6 @@ def accuracy(config: Any, plan: Any, n: int, *, band: bool = True) -> Accuracy:
             relative = err[1] / (length if s == "covariance" else math.sqrt(length))
     h = noise_band(config, plan) if band else None
     note = _NOTES[s]
-    if s == "mean" and plan.pending:
-        note = (f"{plan.tuning}: {plan.selection.parameter} is chosen from the data after the charge among "
-                f"{len(plan.selection.candidates)} candidates, so the error is known only after selection")
     return Accuracy(
         summary=s, epsilon=float(plan.epsilon), delta=float(getattr(plan, "delta", 0.0)), n=int(n),
         sensitivity=None if sens is None else float(sens), sensitivity_formula=formula,

@@ -94,6 +94,7 @@ from fdpcore.privacy.tuning import (
 
 __all__ = [
     "auto_public_choices",
+    "candidate_plans",
     "dp_select_scores",
     "draw_mean_release",
     "ESTIMATORS",
@@ -744,12 +745,29 @@ def select_mean_parameters(
             held = theta[fold].mean(axis=0)
             total += np.sum((fits - held) ** 2, axis=1) + np.asarray(spec.penalties)
         idx = int(np.argmin(total))
-    chosen = spec.candidates[idx]
+    return _finish_candidate(plan, spec.candidates[idx])
+
+
+def _finish_candidate(plan: MeanPlan, chosen: float) -> MeanPlan:
+    """The finished plan of a pending plan's candidate (as the selection finishes it)."""
+    spec = plan.selection
+    assert spec is not None  # noqa: S101 - a pending plan has a selection
     e2 = plan.epsilon_mean
     if spec.parameter == "n_basis":
         return _finish(plan, eta=None, psi=None, n_basis=int(chosen), lattice_k=None, epsilon_mean=e2)
     psi = chosen * spec.n_train / plan.n if spec.method == "dp_select" else chosen
     return _finish(plan, eta=plan.eta, psi=psi, n_basis=None, lattice_k=None, epsilon_mean=e2)
+
+
+def candidate_plans(plan: MeanPlan) -> list[MeanPlan]:
+    """The finished plan of every candidate of a pending plan, from public inputs only (MATH.md §5.3).
+
+    Whichever candidate the selection picks, the release's noise is that of one of these plans, so
+    their errors bound the error of the release before anything is charged (``fdp plan``).
+    """
+    if plan.selection is None:
+        raise DomainError("candidate_plans needs a pending plan (tuning dp_select or pcv)")
+    return [_finish_candidate(plan, c) for c in plan.selection.candidates]
 
 
 def dp_select_scores(plan: MeanPlan, theta: NDArrayFloat, unit_ids: Sequence[object], key: bytes) -> NDArrayFloat:

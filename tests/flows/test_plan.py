@@ -49,9 +49,11 @@ def test_plan_equals_the_manifest_of_a_real_release(example: Path, tmp_path: Pat
         assert row["sensitivity"] == m["sensitivity"]["value"]
         assert row["tuning"]["prior_strength"] == m["parameters"]["base_measure"]["prior_strength"]
         assert row["expected_l2_error"] is None
-    elif row["expected_l2_error"] is None:  # dp_select: parameters chosen after the charge
+    elif row["expected_l2_error_range"] is not None:  # dp_select: parameters chosen after the charge
         assert m["parameters"]["tuning"]["rule"] == "dp_select"
         assert row["tuning"]["candidates"] == m["parameters"]["selection"]["candidates"]
+        low, high = row["expected_l2_error_range"]  # the release's noise is that of one candidate: stated before
+        assert low <= m["noise"]["expected_l2_error"] <= high == row["expected_l2_error"]
     else:
         assert row["sensitivity"] == m["sensitivity"]["value"]
         assert row["noise_scale"] == m["noise"]["whitened_scale"]
