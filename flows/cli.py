@@ -222,7 +222,7 @@ def _main(args: argparse.Namespace) -> int:
         _err(str(exc))
         return EXIT_ERROR
     except FdpError as exc:
-        _err(str(exc))
+        _err(getattr(exc, "curator_message", None) or str(exc))  # a data task's row numbers: on this terminal only
         return EXIT_INPUT
     except MemoryError as exc:
         _err(_unexpected(exc))

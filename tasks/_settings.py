@@ -8,16 +8,61 @@
 from __future__ import annotations
 
 import logging
-from functools import partial
+import re
+from collections.abc import Callable
+from functools import partial, wraps
+from typing import Any, ParamSpec, TypeVar
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from fdpcore.errors import FdpError
+from fdpcore.errors import DataError, FdpError
 
-__all__ = ["data_task", "noise_task", "quiet_expected_tracebacks"]
+P = ParamSpec("P")
+R = TypeVar("R")
 
-data_task = partial(task, cache_policy=NO_CACHE, persist_result=False)
+__all__ = ["data_task", "noise_task", "quiet_expected_tracebacks", "without_rows"]
+
+_ROW = re.compile(r"\brows? \d+(?:\s*(?:-|–|to)\s*\d+)?")
+
+
+def without_rows(message: str) -> str:
+    """A data error's message as Prefect may keep it: row numbers removed (they point into the data).
+
+    >>> without_rows("p.csv: column 'x' has a missing or non-finite entry at row 5; every point needs ...")
+    "p.csv: column 'x' has a missing or non-finite entry at a row; every point needs ..."
+    """
+    return _ROW.sub("a row", message)
+
+
+def _rows_stay_with_the_curator(fn: Callable[P, R]) -> Callable[P, R]:
+    """Re-raise a :class:`~fdpcore.errors.DataError` with its row numbers removed (issue 17).
+
+    Prefect logs a task's exception and shows it in the UI; a row number says which record decided that
+    a release did not happen. The full message stays on the exception object (``curator_message``), which
+    ``fdp release`` (same process) prints on the curator's terminal; it is never logged or persisted.
+    """
+
+    @wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(*args, **kwargs)
+        except DataError as exc:
+            redacted = DataError(without_rows(str(exc)))
+            redacted.curator_message = str(exc)  # type: ignore[attr-defined]
+            raise redacted from None
+
+    return wrapper
+
+
+def data_task(fn: Callable[P, R] | None = None, /, **options: Any) -> Any:
+    """A Prefect task that touches raw data or pre-noise statistics: no cache, no persisted result, rows redacted."""
+    settings = {"cache_policy": NO_CACHE, "persist_result": False, **options}
+    if fn is None:
+        return lambda f: task(_rows_stay_with_the_curator(f), **settings)
+    return task(_rows_stay_with_the_curator(fn), **settings)
+
+
 noise_task = partial(task, retries=0, cache_policy=NO_CACHE, persist_result=False)
 
 

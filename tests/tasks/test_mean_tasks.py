@@ -52,8 +52,10 @@ def test_load_curves_aligns_and_counts_internally(tmp_path: Path) -> None:
 
 def test_load_curves_names_the_bad_column_and_row(tmp_path: Path) -> None:
     config, cdir = _config(tmp_path, "u,t,v\na,0,1\na,1,x\n")
-    with disable_run_logger(), pytest.raises(DataError, match=r"'v'.*row 2"):
+    with disable_run_logger(), pytest.raises(DataError, match=r"'v'.*at a row") as raised:
         tasks.load_curves.fn(config, cdir)
+    assert "row 2" not in str(raised.value)  # what Prefect would log and show
+    assert "'v'" in raised.value.curator_message and "row 2" in raised.value.curator_message  # the terminal's copy
 
 
 def test_cancel_only_before_noise(tmp_path: Path) -> None:
