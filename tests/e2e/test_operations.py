@@ -116,12 +116,12 @@ def test_scheduled_release_runs_and_api_ledger_files_and_lineage_agree(ops: dict
         artifacts = client.read_artifacts(artifact_filter=ArtifactFilter(
             flow_run_id=ArtifactFilterFlowRunId(any_=[child.id])))
     by_key = {a.key: a for a in artifacts if a.key}
-    note = by_key["adelaide-electricity-monday-mean-release-note"]
+    note = by_key["elec-monthly-release-note"]  # keyed by the series (release.name)
     ops["note_artifact_id"] = str(note.id)
     assert release_id in str(note.data) and "What is protected" in str(note.data)
     assert f"charged to period {period}" in str(note.data) and "This period: spent ε = 1" in str(note.data)
     assert "![released curve and noise band](data:image/png;base64," in str(note.data)  # the plot, embedded
-    assert "adelaide-electricity-monday-mean-budget-splits" in by_key
+    assert "elec-monthly-budget-splits" in by_key
     progress = [a for a in artifacts if a.type == "progress"]
     assert [float(a.data) for a in progress] == [100.0]
     assert (Path(ops["root"]) / "releases" / "elec-monthly" / period / "release.png").is_file()
