@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 from fdp.flows.config import load_config
 from fdp.tasks import load_curves
+from fdp.tasks.fosr import load_covariates
 from fdp.tasks.mean import release_grid
-from fdp.tasks.regression import load_covariates
 
 from fdpcore.data.preprocess import clip_l2
 from fdpcore.summaries.covariance import (

@@ -15,8 +15,8 @@ from typing import Any
 
 from fdp.schemas import CovarianceReleaseConfig, FpcaReleaseConfig, ReleaseConfig
 from fdp.schemas.erm import ErmReleaseConfig
+from fdp.schemas.fosr import FosrReleaseConfig
 from fdp.schemas.kde import KdeReleaseConfig
-from fdp.schemas.regression import FosrReleaseConfig
 from pydantic import BaseModel
 
 __all__ = ["SUMMARIES", "Summary"]
@@ -46,7 +46,7 @@ SUMMARIES: dict[str, Summary] = {
     "mean": Summary(ReleaseConfig, "fdp.flows.mean_release:mean_release"),
     "fpca": Summary(FpcaReleaseConfig, "fdp.flows.fpca_release:fpca_release"),
     "covariance": Summary(CovarianceReleaseConfig, "fdp.flows.covariance_release:covariance_release"),
-    "fosr": Summary(FosrReleaseConfig, "fdp.flows.regression_release:fosr_release"),
+    "fosr": Summary(FosrReleaseConfig, "fdp.flows.fosr_release:fosr_release"),
     "kde": Summary(KdeReleaseConfig, "fdp.flows.kde_release:kde_release"),
     "erm": Summary(ErmReleaseConfig, "fdp.flows.erm_release:erm_release"),
 }

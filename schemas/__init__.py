@@ -19,6 +19,7 @@ from fdp.schemas.config import (
 )
 from fdp.schemas.covariance import CovarianceManifest, CovarianceReleaseConfig
 from fdp.schemas.erm import ErmReleaseConfig
+from fdp.schemas.fosr import FosrManifest, FosrReleaseConfig
 from fdp.schemas.fpca import FpcaManifest, FpcaReleaseConfig
 from fdp.schemas.internal import CurveBatch, MeanSummary, NoisePlan
 from fdp.schemas.kde import KdeReleaseConfig, PointManifest
@@ -33,7 +34,6 @@ from fdp.schemas.records import (
     ReleaseManifest,
     SensitivityRecord,
 )
-from fdp.schemas.regression import FosrManifest, FosrReleaseConfig
 
 __all__ = [
     "SCHEMA_VERSION",

@@ -11,9 +11,9 @@ from typing import Annotated, Any, Union
 from fdp.schemas.config import ReleaseConfig
 from fdp.schemas.covariance import CovarianceReleaseConfig
 from fdp.schemas.erm import ErmReleaseConfig
+from fdp.schemas.fosr import FosrReleaseConfig
 from fdp.schemas.fpca import FpcaReleaseConfig
 from fdp.schemas.kde import KdeReleaseConfig
-from fdp.schemas.regression import FosrReleaseConfig
 from pydantic import BaseModel, Discriminator, Tag, TypeAdapter
 
 __all__ = ["CONFIG_MODELS", "AnyReleaseConfig", "release_config_json_schema"]

@@ -66,7 +66,7 @@ def test_loading_a_config_imports_no_flow_and_the_registry_imports_only_the_one_
         before = {_loaded(HEAVY)}
         flow = SUMMARIES[config.summary].flow
         after = {_loaded(("fdp.flows.mean_release", "fdp.flows.fpca_release", "fdp.flows.kde_release",
-                          "fdp.flows.covariance_release", "fdp.flows.erm_release", "fdp.flows.regression_release",
+                          "fdp.flows.covariance_release", "fdp.flows.erm_release", "fdp.flows.fosr_release",
                           "matplotlib"))}
         out = {{"before": before, "after": after, "flow": flow.name}}
     """)

@@ -11,8 +11,8 @@ import pytest
 from fdp.flows.config import load_config
 from fdp.tasks import clip_curves, load_curves
 from fdp.tasks.covariance import center_curves
+from fdp.tasks.fosr import fosr_reference, load_covariates, plan_fosr, summarise_fosr_data, summarise_fosr_stream
 from fdp.tasks.mean import release_grid
-from fdp.tasks.regression import fosr_reference, load_covariates, plan_fosr, summarise_fosr_data, summarise_fosr_stream
 from fdp.tasks.streaming import stream_curves
 from flow_support import REPO, memory_and_local_manifests, partition_parquet, release, write_config
 from prefect import flow

@@ -18,7 +18,7 @@ import numpy as np
 from fdp.schemas import ChargeRequest, CurveBatch
 from fdp.schemas.covariance import CONTRIBUTION_RULE
 from fdp.schemas.engine import StreamBatch
-from fdp.schemas.regression import FosrData, FosrManifest, FosrPlanEnvelope, FosrReleaseConfig
+from fdp.schemas.fosr import FosrData, FosrManifest, FosrPlanEnvelope, FosrReleaseConfig
 from fdp.tasks import _publish
 from fdp.tasks._plots import coefficients_png
 from fdp.tasks._settings import data_task, noise_task

@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from fdp.flows._steps import Progress, already_published, announce, cancel_unless_noised, charge
-from fdp.schemas.regression import FosrReleaseConfig
+from fdp.schemas.fosr import FosrReleaseConfig
 from fdp.tasks import clip_curves, load_curves
 from fdp.tasks.covariance import center_curves
-from fdp.tasks.lineage import lineage_failed
-from fdp.tasks.regression import (
+from fdp.tasks.fosr import (
     draw_fosr,
     fosr_charge_request,
     fosr_reference,
@@ -19,6 +18,7 @@ from fdp.tasks.regression import (
     summarise_fosr_data,
     summarise_fosr_stream,
 )
+from fdp.tasks.lineage import lineage_failed
 from fdp.tasks.streaming import stream_curves
 from prefect import flow
 
