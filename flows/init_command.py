@@ -72,16 +72,7 @@ def init_config(  # noqa: PLR0913 - one argument per command-line option
     ds_id = dataset_id or _dataset_id(p)
     unit_text = privacy_unit or f"all rows of one {unit} (one privacy unit)"
     lines = [
-        f"# fdp release config written by `fdp init` for {p.name} ({n} privacy units).",
-        "# PUBLIC = a choice that sets the noise: it must be fixed a priori (domain knowledge, published statistics,",
-        "# other data), never read off this data. fdp init took every PUBLIC value from its options or a documented",
-        "# default, never from the data. Check them, then run `fdp plan` to see the accuracy before spending.",
-        "schema_version: 1",
-        f"summary: {summary}",
-        "dataset:",
-        f"  id: {_q(ds_id)}                      # ledger name of the dataset (its budget is kept under it)",
-        f"  path: {_q(str(rel))}",
-        f"  format: {fmt}",
+        *_head(p, n, summary, ds_id, rel, fmt),
         f"  unit_column: {_q(unit)}          # one privacy unit per distinct value; its rows form one record",
         f"  time_column: {_q(time)}",
         f"  value_column: {_q(value)}",
@@ -121,8 +112,30 @@ def init_config(  # noqa: PLR0913 - one argument per command-line option
         clipping = ["clipping:",
                     f"  tau: {1.0 if tau is None else tau!r}   # PUBLIC: L2 radius of a rescaled record "
                     "((value - offset)/scale); larger records are shrunk to it"]
-    lines += [
-        *clipping,
+    lines += clipping
+    return _finish(lines, summary, epsilon, budget, {"n": n, "format": fmt, "dataset_id": ds_id})
+
+
+def _head(p: Path, n: int, summary: str, ds_id: str, rel: Path, fmt: str) -> list[str]:
+    """The opening lines of every config ``fdp init`` writes: what PUBLIC means, the summary, the data file."""
+    return [
+        f"# fdp release config written by `fdp init` for {p.name} ({n} privacy units).",
+        "# PUBLIC = a choice that sets the noise: it must be fixed a priori (domain knowledge, published statistics,",
+        "# other data), never read off this data. fdp init took every PUBLIC value from its options or a documented",
+        "# default, never from the data. Check them, then run `fdp plan` to see the accuracy before spending.",
+        "schema_version: 1",
+        f"summary: {summary}",
+        "dataset:",
+        f"  id: {_q(ds_id)}                      # ledger name of the dataset (its budget is kept under it)",
+        f"  path: {_q(str(rel))}",
+        f"  format: {fmt}",
+    ]
+
+
+def _finish(lines: list[str], summary: str, epsilon: float, budget: float, facts: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """Close a config with its privacy and budget blocks, validate it, return ``(text, facts)``."""
+    lines = [
+        *lines,
         "privacy:",
         f"  epsilon: {epsilon!r}   # the cost of this release; see `fdp plan` for the accuracy it buys",
         "  delta: 0.0",
@@ -132,7 +145,7 @@ def init_config(  # noqa: PLR0913 - one argument per command-line option
     ]
     text = "\n".join(lines) + "\n"
     _validate(text, summary)
-    return text, {"n": n, "format": fmt, "dataset_id": ds_id}
+    return text, facts
 
 
 def _relative(p: Path, config_dir: str | Path) -> Path:
@@ -158,16 +171,7 @@ def _point_config(  # noqa: PLR0913 - one argument per command-line option
     ds_id = dataset_id or _dataset_id(p)
     unit_text = privacy_unit or f"all rows of one {unit} (one privacy unit)"
     lines = [
-        f"# fdp release config written by `fdp init` for {p.name} ({n} privacy units).",
-        "# PUBLIC = a choice that sets the noise: it must be fixed a priori (domain knowledge, published statistics,",
-        "# other data), never read off this data. fdp init took every PUBLIC value from its options or a documented",
-        "# default, never from the data. Check them, then run `fdp plan` to see the accuracy before spending.",
-        "schema_version: 1",
-        f"summary: {summary}",
-        "dataset:",
-        f"  id: {_q(ds_id)}                      # ledger name of the dataset (its budget is kept under it)",
-        f"  path: {_q(str(_relative(p, config_dir)))}",
-        f"  format: {fmt}",
+        *_head(p, n, summary, ds_id, _relative(p, config_dir), fmt),
         f"  unit_column: {_q(unit)}          # one privacy unit per distinct value; its points are averaged",
         f"  coordinate_columns: [{_q(coordinate)}]",
         f"  domain: [[{domain[0]!r}, {domain[1]!r}]]   # PUBLIC: range of the coordinate, mapped onto [0, 1]",
@@ -196,17 +200,7 @@ def _point_config(  # noqa: PLR0913 - one argument per command-line option
                   "psi: 0.01            # PUBLIC regularisation: the noise falls as 1/(psi n), the bias grows with psi; "
                   "see fdp plan",
                   *([f"label_bound: {label_bound!r}   # PUBLIC: responses are clipped to [-B, B]"] if loss == "ridge" else [])]
-    lines += [
-        "privacy:",
-        f"  epsilon: {epsilon!r}   # the cost of this release; see `fdp plan` for the accuracy it buys",
-        "  delta: 0.0",
-        "budget:                # proposal for the dataset's total; the ledger's value wins once set (fdp budget set)",
-        f"  epsilon: {budget!r}",
-        "  delta: 0.0",
-    ]
-    text = "\n".join(lines) + "\n"
-    _validate(text, summary)
-    return text, {"n": n, "format": fmt, "dataset_id": ds_id}
+    return _finish(lines, summary, epsilon, budget, {"n": n, "format": fmt, "dataset_id": ds_id})
 
 
 def _validate(text: str, summary: str) -> None:
