@@ -22,7 +22,14 @@ from contextlib import contextmanager
 from typing import Any
 
 from fdp.schemas import BudgetSpec, ChargeRequest
-from fdp.tasks.ledger import attach_flow_run, cancel_reservation, charge_budget, check_existing_release, republish_release
+from fdp.tasks.ledger import (
+    attach_flow_run,
+    await_other_run,
+    cancel_reservation,
+    charge_budget,
+    check_existing_release,
+    republish_release,
+)
 from fdp.tasks.lineage import emit_lineage, lineage_started
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
 
@@ -57,7 +64,16 @@ def charge(
     ``proposal`` (the config's ``budget:``) creates the dataset's budget in the same transaction if the
     ledger does not know the dataset yet; a run that fails before this step leaves no trace in the ledger.
     """
-    outcome = charge_budget(ledger_url, release_id, request.model_copy(update={"budget_proposal": proposal}))
+    request = request.model_copy(update={"budget_proposal": proposal})
+    outcome = charge_budget(ledger_url, release_id, request)
+    for _ in range(3):  # a reservation of this id and config exists: wait while its live run works on it
+        if outcome["charged"] or outcome["published"]:
+            break
+        turn = await_other_run(ledger_url, release_id)
+        if turn == "mine":
+            break
+        outcome = {"charged": False, "published": True} if turn == "published" else charge_budget(
+            ledger_url, release_id, request)  # cancelled by its run before noise: charged afresh
     if not outcome["charged"]:  # a re-run (resumed reservation or published meanwhile): record it, crash stale runs
         attach_flow_run(ledger_url, release_id, request.summary)
     if outcome["published"]:

@@ -56,8 +56,11 @@ from fdpcore.ledger import (
     default_ledger_url,
     load_private_key,
     manifest_evidence,
+    owner_may_be_running,
     public_key_hex,
+    release_owner,
     sign_statement,
+    wait_seconds,
     write_private_key,
 )
 from fdpcore.limits import ID_MAX_LENGTH, check_id, shown
@@ -543,7 +546,7 @@ def _wait_for_other_run(exc: Exception, ledger: Ledger, rid: str, before: Any) -
             return None  # left by a run that stopped: the id cannot be resumed (exit 2)
     elif not isinstance(exc, ConcurrentRunError):
         return None
-    deadline = time.monotonic() + float(os.environ.get("FDP_WAIT_SECONDS", "600"))
+    deadline = time.monotonic() + wait_seconds()
     while True:
         try:
             record = ledger.get(rid)
@@ -559,23 +562,7 @@ def _wait_for_other_run(exc: Exception, ledger: Ledger, rid: str, before: Any) -
 
 def _may_be_running(record: Any) -> bool:
     """Whether the process that drew a noised release's noise may still be running (and publish it)."""
-    from fdpcore.io.provenance import operator_host
-
-    by = record.internal.get("noised_by") if record.state == "noised" else None
-    if not isinstance(by, dict):
-        return False  # noised by an fdp that did not record it, or not noised
-    if by.get("host") != operator_host()[1]:
-        return True  # another host: only the wait limit tells
-    pid = by.get("pid")
-    if not isinstance(pid, int) or pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return record.state == "noised" and owner_may_be_running(release_owner(record))
 
 
 def _explain_failure(exc: Exception, ledger: Ledger, rid: str, before: Any, other_run: str | None = None) -> Exception:
@@ -587,7 +574,7 @@ def _explain_failure(exc: Exception, ledger: Ledger, rid: str, before: Any, othe
     if other_run is not None and other_run != "published":
         return ReleaseFailure(
             f"another run of release {rid!r} at the same time drew its noise (its budget is spent) but did not publish "
-            f"it (it stopped, or did not finish within FDP_WAIT_SECONDS = {os.environ.get('FDP_WAIT_SECONDS', '600')} "
+            f"it (it stopped, or did not finish within FDP_WAIT_SECONDS = {wait_seconds():g} "
             f"s); this run charged nothing. If that run is still going, wait and re-run with --release-id {rid} to get "
             "its files; if it stopped, the noise is lost: run again with a new --release-id")
     if isinstance(exc, ReleaseConflictError):

@@ -7,6 +7,7 @@ is drawn, cancel only while no noise exists, and close the entry with the public
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -19,11 +20,13 @@ from prefect import get_run_logger
 from prefect.runtime import flow_run
 
 import fdpcore
+from fdpcore.errors import ConcurrentRunError, NotResumableError
 from fdpcore.io.provenance import git_sha, operator_host
-from fdpcore.ledger import Ledger, ReleaseRecord
+from fdpcore.ledger import Ledger, ReleaseRecord, owner_may_be_running, release_owner, wait_seconds
 
 __all__ = [
     "attach_flow_run",
+    "await_other_run",
     "cancel_reservation",
     "charge_budget",
     "check_existing_release",
@@ -78,6 +81,43 @@ def charge_budget(ledger_url: str, release_id: str, request: ChargeRequest) -> d
     return {"charged": outcome.charged, "published": outcome.published}
 
 
+@data_task(name="await-other-run")
+def await_other_run(ledger_url: str, release_id: str) -> str:
+    """Before resuming a reservation, wait while another live run of the same release id works on it.
+
+    Returns ``"mine"`` when this run may go on (the reservation's owner stopped and this run took it over,
+    atomically, or it was this process's own), ``"published"`` when the other run published it (this run
+    re-writes its files from the ledger) and ``"cancelled"`` when it gave its reservation back (this run
+    charges afresh). So two live runs of one id never race for the same noise: one draws, the others wait.
+
+    Raises:
+        NotResumableError: the other run drew the noise and stopped without publishing (the noise is lost).
+        ConcurrentRunError: the other run did not finish within ``$FDP_WAIT_SECONDS``; this run charged nothing.
+    """
+    ledger = Ledger(ledger_url)
+    deadline = time.monotonic() + wait_seconds()
+    while True:
+        record = ledger.get(release_id)
+        if record is None or record.state == "cancelled":
+            return "cancelled"
+        if record.state == "published":
+            return "published"
+        live = owner_may_be_running(release_owner(record))
+        if record.state == "reserved" and not live and ledger.take_over(release_id):
+            return "mine"
+        if record.state == "noised" and not live:
+            raise NotResumableError(
+                f"release {release_id!r} drew its noise but was not published; its budget is spent. The run that "
+                "drew it stopped, so the noise is lost (it is never kept) and the id cannot be resumed: run again "
+                "with a new --release-id")
+        if time.monotonic() > deadline:
+            raise ConcurrentRunError(
+                f"another run of release {release_id!r} is still working on it after FDP_WAIT_SECONDS = "
+                f"{wait_seconds():g} s; this run charged nothing. Wait for it, then re-run with --release-id "
+                f"{release_id} to get its files")
+        time.sleep(0.5)
+
+
 @data_task(name="attach-flow-run")
 def attach_flow_run(ledger_url: str, release_id: str, summary: str) -> list[str]:
     """Record this flow run in the ledger for ``release_id`` and mark its stale runs Crashed; returns their ids.
@@ -94,6 +134,9 @@ def attach_flow_run(ledger_url: str, release_id: str, summary: str) -> list[str]
         return []
     ledger = Ledger(ledger_url)
     ledger.record_flow_run(release_id, current)
+    record = ledger.get(release_id)
+    if record is not None and owner_may_be_running(release_owner(record)):
+        return []  # the run that reserved or noised it is alive (it may be finishing): it is not stale
     try:
         return _crash_stale_runs(release_id, summary, current, ledger.flow_runs(release_id))
     except Exception as exc:  # noqa: BLE001 - bookkeeping in the orchestrator never undoes a release

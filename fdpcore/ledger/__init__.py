@@ -31,7 +31,11 @@ from fdpcore.ledger._store import (
     check_period,
     current_period,
     default_ledger_url,
+    owner_may_be_running,
+    release_owner,
     state_dir,
+    this_process,
+    wait_seconds,
 )
 
 __all__ = [
@@ -56,12 +60,16 @@ __all__ = [
     "checkpoint_evidence",
     "current_period",
     "default_ledger_url",
+    "owner_may_be_running",
+    "release_owner",
     "load_private_key",
     "manifest_evidence",
     "public_key_hex",
     "hash_prefixes",
     "sign_statement",
     "state_dir",
+    "this_process",
+    "wait_seconds",
     "verify_signature",
     "write_private_key",
 ]

@@ -314,6 +314,44 @@ def _rho_capacity(epsilon: Fraction, delta: Fraction) -> float:
     return lo
 
 
+def wait_seconds() -> float:
+    """How long a run waits for another live run of the same release id (``$FDP_WAIT_SECONDS``, default 600)."""
+    return float(os.environ.get("FDP_WAIT_SECONDS", "600"))
+
+
+def this_process() -> dict[str, Any]:
+    """The host and process id of this run, as recorded in a release's internal part (``reserved_by``, ``noised_by``)."""
+    return {"host": operator_host()[1], "pid": os.getpid()}
+
+
+def owner_may_be_running(owner: object) -> bool:
+    """Whether the process recorded as ``owner`` (``reserved_by`` / ``noised_by``) may still be running.
+
+    False for this very process, for a process of this host that is gone, and for a record written by an
+    fdp that did not record its owner; True for a live process of this host, and for any process of another
+    host (only a wait limit can tell).
+    """
+    if not isinstance(owner, dict):
+        return False
+    if owner.get("host") != operator_host()[1]:
+        return True
+    pid = owner.get("pid")
+    if not isinstance(pid, int) or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def release_owner(record: ReleaseRecord) -> object:
+    """The process recorded as working on ``record``: who reserved it (reserved) or drew its noise (noised, published)."""
+    return record.internal.get("reserved_by" if record.state == "reserved" else "noised_by")
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
@@ -707,7 +745,8 @@ class Ledger:
                 dataset_id=dataset_id, state="reserved", epsilon=repr(float(epsilon)), delta=repr(float(delta)),
                 config_sha256=config_sha256, summary=summary, mechanism=mechanism,
                 sensitivity_formula=sensitivity_formula, budget_splits=json.dumps(budget_splits),
-                provenance=json.dumps(provenance), internal=json.dumps(internal), public_json=None, updated_at=now,
+                provenance=json.dumps(provenance), internal=json.dumps({**internal, "reserved_by": this_process()}),
+                public_json=None, updated_at=now,
                 period=label, rho=None if rho is None else repr(float(rho)), charge_kind=charge_kind,
             )
             if record is not None:  # a cancelled reservation of the same config is charged afresh
@@ -763,8 +802,25 @@ class Ledger:
         with self._tx() as conn:
             row = conn.execute(sa.select(_releases.c.internal).where(_releases.c.release_id == release_id)).first()
         internal = json.loads(row[0]) if row is not None else {}
-        internal["noised_by"] = {"host": operator_host()[1], "pid": os.getpid()}
+        internal["noised_by"] = this_process()
         self._transition(release_id, "reserved", "noised", internal=json.dumps(internal))
+
+    def take_over(self, release_id: str) -> bool:
+        """Make this process the owner of a reserved release whose owner stopped; True when it now owns it.
+
+        A compare-and-set on the row: of several runs that find the same abandoned reservation, exactly
+        one takes it over (the others then see a live owner and wait for it, see :func:`owner_may_be_running`).
+        """
+        with self._tx() as conn:
+            row = conn.execute(sa.select(_releases.c.state, _releases.c.internal)
+                               .where(_releases.c.release_id == release_id)).first()
+            if row is None or row[0] != "reserved":
+                return False
+            internal = {**json.loads(row[1]), "reserved_by": this_process()}
+            n = conn.execute(sa.update(_releases).where(
+                _releases.c.release_id == release_id, _releases.c.state == "reserved", _releases.c.internal == row[1],
+            ).values(internal=json.dumps(internal))).rowcount
+        return n == 1
 
     def cancel(self, release_id: str) -> None:
         """Release a reservation that failed before any noise was drawn.
