@@ -112,7 +112,8 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
         assumptions.append(
             f"tau: auto — part of each epsilon (the 'tau' budget split, about {clip.tau_share:g} of it) buys tau as a DP "
             f"quantile of the record norms over the public range [{lo:g}, {hi:g}]; the errors are priced at tau = 1 and "
-            f"scale linearly with the tau released (at the upper end of the range, tau = {hi:g}, {hi:g}x larger)")
+            f"scale linearly with the tau released (at the upper end of the range, tau = {hi:g}, {hi:g}x larger); where "
+            "n * epsilon is too small for the DP quantile, tau is that upper end and nothing is charged for it")
     if getattr(ds, "value_offset", None) == "auto":
         assumptions.append("value_offset: auto — part of each epsilon (the 'value_offset' budget split) buys the centre "
                            "as a DP median of the records' levels over the public value_offset_range")
@@ -162,10 +163,15 @@ def print_plan(report: dict[str, Any]) -> None:
     for note in sorted(notes):
         print(f"  E L2 error: {note}; relative: over the L2 norm of a curve at the public value scale; "
               "95% band: widest pointwise half-width of the noise (source units)")
-    bought = next((r["bought"] for r in report["rows"] if r.get("bought")), None)
+    bought = next((r["bought"] for r in report["rows"] if any(not b["a_priori"] for b in r.get("bought") or ())), None)
     if bought:
         print("  bought with budget (per row): " + ", ".join(f"{b['name']} (quantile level {b['quantile_level']:.3g})"
-                                                              for b in bought))
+                                                              for b in bought if not b["a_priori"]))
+    fixed = [r["epsilon"] for r in report["rows"] if any(b["a_priori"] for b in r.get("bought") or ())]
+    if fixed:
+        hi = next(b["candidates"][-1] for r in report["rows"] for b in r.get("bought") or () if b["a_priori"])
+        print(f"  tau at epsilon {', '.join(f'{e:g}' for e in fixed)}: n * epsilon is too small to buy it, so it is the "
+              f"public upper end of tau_range, {hi:g} (a priori, nothing charged for it)")
     for a in report["assumptions"][2:]:
         print(f"  assumes: {a}")
     for w in report["warnings"]:

@@ -68,6 +68,9 @@ def _guarantee(plan: MeanPlan, unit: str) -> str:
         text += (f"; of which epsilon {plan.selection.epsilon:g} selects {plan.selection.parameter} by the "
                  "exponential mechanism (MATH.md §5.3) and the rest releases the mean (sequential composition)")
     for c in plan.public_choices:
+        if c.a_priori:
+            text += f"; {c.name} = {c.value:.6g} is the public upper end of its range (n * epsilon too small to buy it)"
+            continue
         text += (f"; of which epsilon {c.epsilon:g} buys {c.name} = {c.value:.6g} by OpenDP's DP quantile "
                  f"(level {c.alpha:.4g}, exponential mechanism; {c.formula_id}), published with the release")
     return text

@@ -321,7 +321,8 @@ def accuracy(config: Any, plan: Any, n: int, *, band: bool = True) -> Accuracy:
         tuning=_tuning(config, plan), note=note,
         budget_splits=[dict(x) for x in plan.budget_splits] if hasattr(plan, "budget_splits") else None,
         bought=[{"name": c.name, "epsilon": c.epsilon, "quantile_level": c.alpha, "candidates": [c.candidates[0],
-                 c.candidates[-1]], "formula": c.formula_id} for c in getattr(plan, "public_choices", ())] or None,
+                 c.candidates[-1]], "formula": c.formula_id, "a_priori": c.a_priori}
+                for c in getattr(plan, "public_choices", ())] or None,
     )
 
 

@@ -23,7 +23,7 @@ The draws are the library's, never hand-written; no seed exists to store.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import opendp.prelude as dp
@@ -40,6 +40,7 @@ __all__ = [
     "TAU_PER_DECADE",
     "PublicChoice",
     "centre_candidates",
+    "a_priori_tau_choice",
     "centre_choice",
     "default_tau_range",
     "dp_quantile",
@@ -95,8 +96,17 @@ class PublicChoice:
     candidates: tuple[float, ...]
     value: float | None = None
 
+    @property
+    def a_priori(self) -> bool:
+        """True for ``tau: auto`` that bought nothing: the public upper end of its range (:func:`a_priori_tau_choice`)."""
+        return self.epsilon == 0.0
+
     def as_manifest(self) -> dict[str, object]:
         """The manifest record of this choice (public: parameters and the private output)."""
+        if self.a_priori:
+            return {"name": self.name, "value": self.value, "epsilon": 0.0, "delta": 0.0, "formula": self.formula_id,
+                    "mechanism": "none: n * epsilon is too small for a DP quantile, so tau is the public upper end "
+                                 "of tau_range (a priori; no data read, nothing charged)"}
         return {
             "name": self.name, "value": self.value, "epsilon": self.epsilon, "delta": 0.0, "formula": self.formula_id,
             "quantile_level": self.alpha, "candidates": {"first": self.candidates[0], "last": self.candidates[-1],
@@ -301,6 +311,22 @@ def tau_choice(n: int, epsilon_tau: float, unit_noise_rmse: float, tau_range: tu
     return PublicChoice("tau", epsilon_tau, "tuning.tau.dp_norm_quantile@1", alpha, cands)
 
 
+def a_priori_tau_choice(tau_range: tuple[float, float]) -> PublicChoice:
+    """``tau: auto`` when ``n * epsilon`` is too small for its DP quantile: the range's upper end (``tuning.tau.a_priori_fallback@1``).
+
+    The upper end of the public search range is the a-priori bound of a rescaled record (values in
+    ``[-1, 1]``: ``sqrt(|T|)``), so clipping to it is what a user without budget for the quantile would
+    choose. The choice depends on ``n``, ``epsilon`` and the range only (public), reads no data and
+    costs nothing: it has no budget split (``epsilon = 0``).
+
+    >>> c = draw_public_choice(a_priori_tau_choice((0.01, 1.0)), [])
+    >>> c.value, c.epsilon, c.a_priori
+    (1.0, 0.0, True)
+    """
+    hi = _validate.positive_finite("tau_range upper end", tau_range[1], privacy=False)
+    return PublicChoice("tau", 0.0, "tuning.tau.a_priori_fallback@1", 1.0, (hi,))
+
+
 def centre_choice(epsilon_centre: float, value_range: tuple[float, float]) -> PublicChoice:
     """The public plan of ``value_offset: auto``: the median over ``CENTRE_CANDIDATES`` points of the range.
 
@@ -322,5 +348,7 @@ def draw_public_choice(choice: PublicChoice, values: ArrayLike) -> PublicChoice:
     """
     if choice.value is not None:
         raise DomainError(f"the public choice {choice.name!r} was already drawn")
+    if choice.a_priori:  # nothing bought: the public value, no data read
+        return replace(choice, value=choice.candidates[-1])
     value = dp_quantile(values, choice.candidates, alpha=choice.alpha, epsilon=choice.epsilon)
     return PublicChoice(choice.name, choice.epsilon, choice.formula_id, choice.alpha, choice.candidates, value)

@@ -78,6 +78,7 @@ _ENTRIES = [
     Formula("selection.exp_mech.gumbel@1", "fdpcore.noise.selection.exponential_select", "§5.3", "EXACT"),
     Formula("tuning.risk.iclp_qr.prior@1", "fdpcore.privacy.tuning.risk_prior_iclp_qr", "§4.3, §5.1 (derived here)", "RULE"),
     Formula("tuning.tau.dp_norm_quantile@1", "fdpcore.noise.quantiles.dp_quantile", "§1.7, §12.3 (derived here)", "EXACT"),
+    Formula("tuning.tau.a_priori_fallback@1", "fdpcore.noise.quantiles.a_priori_tau_choice", "§1.7, §12.3 (derived here)", "RULE"),
     Formula("tuning.tau.quantile_level@1", "fdpcore.noise.quantiles.tau_quantile_level", "§1.7 (derived here)", "RULE"),
     Formula("preprocess.centre.dp_median@1", "fdpcore.noise.quantiles.draw_public_choice", "§1.7, §12.3 (derived here)",
             "EXACT"),

@@ -61,6 +61,7 @@ from fdpcore.noise.quantiles import (
     DEFAULT_CENTRE_SHARE,
     DEFAULT_TAU_SHARE,
     PublicChoice,
+    a_priori_tau_choice,
     centre_choice,
     choice_epsilon,
     default_tau_range,
@@ -274,7 +275,7 @@ class MeanPlan:
     def budget_splits(self) -> list[dict[str, float | str]]:
         """Named parts of one draw's cost; they sum exactly to ``(epsilon, delta)``."""
         splits: list[dict[str, float | str]] = [
-            {"name": c.name, "epsilon": c.epsilon, "delta": 0.0} for c in self.public_choices
+            {"name": c.name, "epsilon": c.epsilon, "delta": 0.0} for c in self.public_choices if not c.a_priori
         ]
         if self.selection is not None and self.selection.epsilon > 0:
             splits.append({"name": "tuning", "epsilon": self.selection.epsilon, "delta": 0.0})
@@ -332,7 +333,7 @@ class MeanPlan:
             ids |= {"selection.exp_mech.score_sensitivity@2", "selection.exp_mech.gumbel@1"}
         for c in self.public_choices:
             ids.add(c.formula_id)
-            if c.name == "tau":
+            if c.name == "tau" and not c.a_priori:
                 ids.add("tuning.tau.quantile_level@1")
         return sorted(ids)
 
@@ -695,7 +696,10 @@ def auto_public_choices(
         if tau_range is None:
             a, b = grid.domain_range
             tau_range = default_tau_range(b - a)
-        e_tau = choice_epsilon("tau", n, epsilon, tau_share, len(tau_candidates(*tau_range)))
+        try:
+            e_tau = choice_epsilon("tau", n, epsilon, tau_share, len(tau_candidates(*tau_range)))
+        except PrivacyParameterError:  # n * epsilon too small for a DP quantile: the public upper end, for free
+            return (*choices, a_priori_tau_choice(tau_range))
         provisional = tau_choice(n, e_tau, 1.0, tau_range)
         unit = plan_mean_release(grid, kernel, n=n, tau=1.0, epsilon=epsilon, secure=False,
                                  public_choices=(*choices, provisional), **plan_kwargs)  # type: ignore[arg-type]

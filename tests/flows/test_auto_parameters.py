@@ -64,11 +64,37 @@ def test_auto_tau_and_offset_charge_once_before_the_draws_and_agree(make_config,
     assert json.loads((tmp_path / "again" / "manifest.json").read_text()) == manifest
 
 
-def test_auto_tau_refused_before_any_charge_when_n_epsilon_is_too_small(make_config, tmp_path: Path,
-                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_auto_tau_with_too_small_n_epsilon_clips_at_the_public_upper_end_and_charges_only_the_mean(
+        make_config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Below the DP quantile's floor nothing is bought: tau is the range's upper end, no data read for it."""
     ledger = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    read: list[int] = []
+    original = mean_tasks.draw_public_choice
+
+    def spy(choice, values):  # type: ignore[no-untyped-def]
+        read.append(len(values))
+        return original(choice, [])  # the a-priori choice must not need the norms
+
+    monkeypatch.setattr(mean_tasks, "draw_public_choice", spy)
     cfg = make_config(clipping__tau="auto", tuning={}, privacy__epsilon=0.05)
+    assert _release(cfg, tmp_path / "out", ledger, "auto-small") == 0
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["budget_splits"] == [{"name": "mean", "epsilon": 0.05, "delta": 0.0}]
+    (choice,) = manifest["parameters"]["public_choices"]
+    assert choice["name"] == "tau" and choice["epsilon"] == 0.0 and choice["formula"] == "tuning.tau.a_priori_fallback@1"
+    assert manifest["parameters"]["tau"] == choice["value"] == 1.0  # [0.01, 1] x sqrt(|T|) on [0, 1]
+    assert "public upper end of its range" in manifest["privacy"]["guarantee"]
+    assert "tuning.tau.quantile_level@1" not in manifest["formulas"]
+    (row,) = Ledger(ledger).releases()
+    assert (row.epsilon, row.budget_splits) == (0.05, [{"name": "mean", "epsilon": 0.05, "delta": 0.0}])
+
+
+def test_auto_offset_refused_before_any_charge_when_n_epsilon_is_too_small(make_config, tmp_path: Path,
+                                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    ledger = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    cfg = make_config(clipping__tau=1.0, tuning={}, dataset__value_offset="auto",
+                      dataset__value_offset_range=[0.0, 4000.0], privacy__epsilon=0.05)
     assert _release(cfg, tmp_path / "out", ledger, "auto-small") == 2
-    assert "tau: auto needs epsilon >=" in capsys.readouterr().err
+    assert "value_offset: auto needs epsilon >=" in capsys.readouterr().err
     assert Ledger(ledger).releases() == []
     assert not (tmp_path / "out" / "manifest.json").exists()
