@@ -144,8 +144,9 @@ def print_plan(report: dict[str, Any]) -> None:
     left = f"{b['remaining_epsilon']:g}" + (f" (this period {b['period_remaining_epsilon']:g})"
                                             if b["period_remaining_epsilon"] is not None else "")
     print(f"  budget: remaining epsilon {left}, delta {b['remaining_delta']:g} — {b['source']}, {b['accounting']} accounting")
+    biased = any(r.get("expected_l2_error_with_bias") is not None for r in report["rows"])
     print(f"  {'epsilon':>8} {'sensitivity':>11} {'noise scale':>11} {'E L2 error':>11} {'relative':>9} "
-          f"{'95% band':>10} {'eps left':>9}  tuning")
+          + (f"{'with bias':>10} " if biased else "") + f"{'95% band':>10} {'eps left':>9}  tuning")
     for r in report["rows"]:
         if "error" in r:
             print(f"  {r['epsilon']:>8g}  not valid at this epsilon: {r['error']}")
@@ -157,12 +158,18 @@ def print_plan(report: dict[str, Any]) -> None:
         rel = "-" if r["relative_error"] is None else f"{100 * r['relative_error']:.3g}%"
         fits = "" if r["fits_budget"] in (None, True) else " (over budget)"
         print(f"  {r['epsilon']:>8g} {_fmt(r['sensitivity']):>11} {_fmt(r['noise_scale']):>11} "
-              f"{_fmt(r['expected_l2_error']):>11} {rel:>9} {_fmt(r['band_half_width_max']):>10} "
+              f"{_fmt(r['expected_l2_error']):>11} {rel:>9} "
+              + (f"{_fmt(r.get('expected_l2_error_with_bias')):>10} " if biased else "")
+              + f"{_fmt(r['band_half_width_max']):>10} "
               f"{_fmt(r['budget_remaining_epsilon_after'], 'g'):>9}  {tuning}{fits}")
     notes = {r["note"] for r in report["rows"] if "note" in r}
     for note in sorted(notes):
         print(f"  E L2 error: {note}; relative: over the L2 norm of a curve at the public value scale; "
               "95% band: widest pointwise half-width of the noise (source units)")
+    if biased:
+        print("  with bias: sqrt(E L2 error^2 + smoothing bias^2) for a typical mean of norm signal_fraction x tau "
+              "(the risk_prior assumption; the real bias depends on the unknown mean): what the tuning minimises, so "
+              "it falls as epsilon grows even where the noise alone does not")
     bought = next((r["bought"] for r in report["rows"] if any(not b["a_priori"] for b in r.get("bought") or ())), None)
     if bought:
         print("  bought with budget (per row): " + ", ".join(f"{b['name']} (quantile level {b['quantile_level']:.3g})"

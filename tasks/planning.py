@@ -218,6 +218,9 @@ class Accuracy:
         relative_error: the rescaled error over the L2 norm of the constant curve at the public value scale
             (``sqrt(|T|)``; ``|T|`` for a covariance surface) — i.e. noise relative to ``value_scale``.
         band_half_width_max: widest pointwise 95 % noise band (source units), or ``None``.
+        expected_l2_error_with_bias: mean with ICLP-QR/GP: ``sqrt(E||noise||^2 + bias^2)`` (source units), the
+            smoothing bias of a typical mean of norm ``signal_fraction * tau`` under the ``risk_prior`` prior
+            (``MeanPlan.prior_sq_l2_risk``); the noise alone can *rise* with epsilon when the tuning smooths less.
         tuning: the parameters the rule in the config chooses.
         note: what the numbers mean for this summary.
         budget_splits: the named parts of epsilon the release would charge (as the manifest records them).
@@ -237,6 +240,7 @@ class Accuracy:
     expected_l2_error_scaled: float | None
     relative_error: float | None
     band_half_width_max: float | None
+    expected_l2_error_with_bias: float | None
     tuning: dict[str, Any]
     note: str
     budget_splits: list[dict[str, Any]] | None = None
@@ -273,7 +277,7 @@ def _tuning(config: Any, plan: Any) -> dict[str, Any]:
 
 
 _NOTES = {
-    "mean": "error of the released curve (source units, L2 over the time domain)",
+    "mean": "the noise part of the error of the released curve (source units, L2 over the time domain)",
     "covariance": "error of the surface before the PSD projection (source units squared, L2 over T x T)",
     "fosr": "error of the noisy cross-moment curves T2; the coefficient curves scale it by at most 1/safe_inverse_floor",
     "fpca": "exponential mechanism: no additive noise; the sampler's temperature is epsilon/(2 sensitivity)",
@@ -312,12 +316,14 @@ def accuracy(config: Any, plan: Any, n: int, *, band: bool = True) -> Accuracy:
             relative = err[1] / (length if s == "covariance" else math.sqrt(length))
     h = noise_band(config, plan) if band else None
     note = _NOTES[s]
+    risk = getattr(plan, "prior_sq_l2_risk", None) if s == "mean" else None
     return Accuracy(
         summary=s, epsilon=float(plan.epsilon), delta=float(getattr(plan, "delta", 0.0)), n=int(n),
         sensitivity=None if sens is None else float(sens), sensitivity_formula=formula,
         noise_scale=None if scale is None else float(scale),
         expected_l2_error=None if err is None else err[0], expected_l2_error_scaled=None if err is None else err[1],
         relative_error=relative, band_half_width_max=None if h is None else float(np.max(h)),
+        expected_l2_error_with_bias=None if risk is None else math.sqrt(risk) * config.dataset.value_scale,
         tuning=_tuning(config, plan), note=note,
         budget_splits=[dict(x) for x in plan.budget_splits] if hasattr(plan, "budget_splits") else None,
         bought=[{"name": c.name, "epsilon": c.epsilon, "quantile_level": c.alpha, "candidates": [c.candidates[0],

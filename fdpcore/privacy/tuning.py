@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -31,6 +32,7 @@ __all__ = [
     "pss_iclp_ar",
     "pss_iclp_qr",
     "pss_mean",
+    "prior_sq_bias",
     "risk_prior_iclp_qr",
     "risk_prior_search",
 ]
@@ -225,6 +227,30 @@ def pss_mean(estimator: str, rule: str, *, beta: float, n: int, epsilon: float, 
     raise DomainError(f"estimator ({estimator!r}) must be one of {sorted(PSS_RULES_BY_ESTIMATOR)}")
 
 
+def prior_sq_bias(eigenvalues: ArrayLike, eta: float, psi: ArrayLike, *, signal: float, prior: str = "mixture") -> Any:
+    r"""Expected squared shrinkage bias of ICLP-QR under the ``risk_prior`` prior (formula ``tuning.risk.iclp_qr.prior@1``).
+
+    .. math:: s^2\sum_j\Big(\frac{\psi}{\lambda_j^\eta+\psi}\Big)^2 w_j,\qquad
+              w=\tfrac12\frac{\lambda}{\mathrm{tr}\,C}+\tfrac12\frac{\lambda^2}{\sum\lambda^2}\ (\text{mixture})
+
+    for a mean with ``E mu_j^2 = s^2 w_j`` (``E||mu||^2 = s^2``). A public function of the kernel, ``eta``, ``psi``
+    and the prior signal norm ``s``: the smoothing term that :func:`risk_prior_iclp_qr` balances against the
+    noise, and what ``fdp plan`` adds to the noise to state the error of a typical release. ``psi`` may be an
+    array (one value per entry).
+
+    >>> lam = [0.5, 0.3, 0.15, 0.05]
+    >>> float(prior_sq_bias(lam, 1.0, 1e-12, signal=1.0)) < 1e-20 < float(prior_sq_bias(lam, 1.0, 1.0, signal=1.0)) < 1
+    True
+    """
+    lam = np.asarray(eigenvalues, dtype=np.float64)
+    if prior not in RISK_PRIORS:
+        raise DomainError(f"prior ({prior!r}) must be one of {sorted(RISK_PRIORS)}")
+    paths, rkhs = lam / float(lam.sum()), lam**2 / float(np.sum(lam**2))
+    weights = {"paths": paths, "rkhs": rkhs, "mixture": 0.5 * paths + 0.5 * rkhs}[prior]
+    p = np.asarray(psi, dtype=np.float64)[..., None]
+    return signal * signal * np.sum((p / (lam**eta + p)) ** 2 * weights, axis=-1)
+
+
 def risk_prior_iclp_qr(
     eigenvalues: ArrayLike,
     *,
@@ -272,13 +298,11 @@ def risk_prior_iclp_qr(
     tr = float(lam.sum())
     if prior not in RISK_PRIORS:
         raise DomainError(f"prior ({prior!r}) must be one of {sorted(RISK_PRIORS)}")
-    paths, rkhs = lam / float(lam.sum()), lam**2 / float(np.sum(lam**2))
-    weights = {"paths": paths, "rkhs": rkhs, "mixture": 0.5 * paths + 0.5 * rkhs}[prior]
     psi = np.asarray(psis, dtype=np.float64)[:, None]
     best: tuple[float, float, float] | None = None
     for eta in etas:
         le = lam[None, :] ** eta
-        bias = s * s * np.sum((psi / (le + psi)) ** 2 * weights[None, :], axis=1)
+        bias = prior_sq_bias(lam, eta, psi[:, 0], signal=s, prior=prior)
         a = lam[None, :] ** (eta - 0.5) / (le + psi)
         size = np.sqrt(np.sum(a * a, axis=1)) if sensitivity_norm == "l2" else np.max(a, axis=1)
         risk = bias + kappa * (2.0 / n) ** 2 * size**2 * tr

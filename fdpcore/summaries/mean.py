@@ -89,6 +89,7 @@ from fdpcore.privacy.tuning import (
     PSS_RULES_BY_ESTIMATOR,
     RISK_RULES,
     PssChoice,
+    prior_sq_bias,
     pss_mean,
     risk_prior_iclp_qr,
 )
@@ -306,6 +307,19 @@ class MeanPlan:
         if self.recolour is None:
             raise InternalError("the plan has no recolouring before its selection step")
         return whitened_expected_sq_error(self.recolour, self.basis.grid.weights, self.variance)
+
+    @property
+    def prior_sq_l2_risk(self) -> float | None:
+        """``E||noise||^2`` plus the expected squared smoothing bias of a typical mean (ICLP-QR and GP only).
+
+        The bias is :func:`fdpcore.privacy.tuning.prior_sq_bias` at this plan's ``(eta, psi)`` for a mean of norm
+        ``signal_fraction * tau`` spread as the ``risk_prior`` prior: the criterion the default rule minimises,
+        so it falls as epsilon grows. Public inputs only; the actual bias depends on the (unknown) mean.
+        """
+        if self.estimator not in ("iclp_qr", "gp") or self.pending or self.eta is None or self.psi is None:
+            return None
+        bias = float(prior_sq_bias(self.basis.eigenvalues, self.eta, self.psi, signal=self.signal_fraction * self.tau))
+        return self.expected_sq_l2_error + bias
 
     @property
     def calibration_formula(self) -> str:

@@ -7,6 +7,7 @@ fdp.tasks.planning); plan writes nothing to the ledger and imports no Prefect.
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 import subprocess
 import sys
@@ -89,6 +90,27 @@ def test_plan_default_ladder_png_and_no_ledger_write(tmp_path: Path, capsys: pyt
     assert main(["plan", str(cfg), "--ledger", ledger]) == 0
     text = capsys.readouterr().out
     assert "nothing charged" in text and "n = 508" in text and "(over budget)" in text
+    # the error with the smoothing bias of a typical mean falls with epsilon and is never below the noise alone
+    with_bias = [r["expected_l2_error_with_bias"] for r in report["rows"]]
+    assert all(a > b for a, b in zip(with_bias, with_bias[1:], strict=False)), with_bias
+    assert all(w >= r["expected_l2_error"] for w, r in zip(with_bias, report["rows"], strict=True))
+    assert "with bias" in text
+
+
+def test_plan_with_bias_is_the_noise_plus_the_prior_bias_of_the_chosen_tuning(tmp_path: Path) -> None:
+    """The column adds exactly prior_sq_bias at the row's (eta, psi) and signal_fraction * tau to the noise."""
+    from fdp.flows.config import load_config
+    from fdp.tasks.planning import accuracy, mean_plan
+
+    from fdpcore.privacy.tuning import prior_sq_bias
+
+    config = load_config(REPO / "examples" / "electricity_mean.yaml")
+    plan = mean_plan(config, 508)
+    row = accuracy(config, plan, 508, band=False)
+    bias = float(prior_sq_bias(plan.basis.eigenvalues, plan.eta, plan.psi, signal=plan.signal_fraction * plan.tau))
+    assert bias > 0
+    scale = config.dataset.value_scale
+    assert row.expected_l2_error_with_bias == pytest.approx(math.sqrt((row.expected_l2_error / scale) ** 2 + bias) * scale)
 
 
 def test_plan_rejects_bad_epsilon_and_reports_invalid_ladder_steps(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
