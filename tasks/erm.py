@@ -35,12 +35,13 @@ def solver_record(plan: PointPlan) -> dict[str, Any]:
     """What the solver did and what the bound assumes (public: tolerance and method only)."""
     par = plan.parameters
     method = {"ridge": "closed form (linear solve)", "logistic": "damped Newton",
-              "hinge": "Newton on Huber-smoothed hinges with decreasing smoothing"}[par["loss"]]
+              "hinge": f"Newton on Huber-smoothed hinges (smoothing decreased to {par.get('hinge_smoothing')})"}[par["loss"]]
     return {
-        "method": method,
+        "method": method + "; if not certified, Nesterov's accelerated gradient for at most "
+        f"{par.get('fallback_iterations')} iterations (estimator.erm.fixed_iterations@1)",
         "tolerance": par["tolerance"],
-        "certificate": ("gradient bound ||grad F||^2/(4 psi)" if par["loss"] != "hinge" else "duality gap P(beta) - D(a)")
-        + " <= tolerance, hence ||f - f_hat||_{C^eta} <= sqrt(tolerance/psi)",
+        "certificate": "gradient bound ||grad F||^2/(4 psi) <= tolerance, or the accelerated-gradient theorem after the "
+        "fixed iteration count; hence ||f - f_hat||_{C^eta} <= sqrt(tolerance/psi)",
         "assumption": (
             "The sensitivity M kappa/(psi n) of MATH.md §9 holds for the exact minimiser. The solver stops only when a "
             f"certified optimality gap is <= {par['tolerance']:g}; the noise is calibrated to that bound plus "

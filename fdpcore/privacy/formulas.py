@@ -119,6 +119,7 @@ _ENTRIES = [
     Formula("sensitivity.kde.hall.compact_exact@1", "fdpcore.summaries.kde.hall_kde_sensitivity", "§8.2", "EXACT"),
     Formula("sensitivity.kde.hall.paper@1", "fdpcore.summaries.kde.hall_kde_paper_sensitivity", "§8.2", "PAPER"),
     Formula("estimator.erm.rkhs@1", "fdpcore.summaries.erm.solve_erm", "§9", "DEFINITION"),
+    Formula("estimator.erm.fixed_iterations@1", "fdpcore.summaries.erm.erm_fallback_iterations", "§9", "UPPER"),
     Formula("sensitivity.erm.lipschitz@1", "fdpcore.summaries.erm.erm_lipschitz", "§9", "UPPER"),
     Formula("sensitivity.erm.rkhs@1", "fdpcore.summaries.erm.erm_rkhs_sensitivity", "§9", "UPPER"),
     Formula("sensitivity.erm.iclp_one_c@1", "fdpcore.summaries.erm.erm_iclp_sensitivity", "§9", "UPPER"),

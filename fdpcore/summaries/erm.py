@@ -9,11 +9,17 @@ ridge-penalised linear model in the features ``Psi_ij = lambda_j^(eta/2) phi_j(x
 .. math:: \\min_\\beta\\ \\frac1n\\sum_u\\frac1{m_u}\\sum_{i\\in u}\\ell((\\Psi\\beta)_i,y_i)+\\psi\\|\\beta\\|_2^2 .
 
 Losses: ``ridge`` (squared, labels clipped to ``[-B_y, B_y]``, closed form), ``logistic`` (Newton)
-and ``hinge`` (Newton on smoothed hinges), labels ``±1`` for the last two. Each solve is run
-until a *certified* optimality gap ``F(beta) - F* <= tolerance`` (gradient bound
-``||grad F||^2 / (4 psi)`` for the smooth losses, the duality gap for hinge); strong convexity then
-gives ``||f - f_hat||_{C^eta} <= sqrt(tolerance / psi)``, and the sensitivity used for the noise
-adds ``2 sqrt(tolerance / psi)`` to the exact-minimiser bound ``M kappa / (psi n)`` of MATH.md §9.
+and ``hinge`` -- the Huber-smoothed hinge of width ``HINGE_SMOOTHING`` (Newton with a decreasing
+smoothing), convex and 1-Lipschitz like the hinge -- labels ``±1`` for the last two. Every solve
+returns a ``beta`` with ``F(beta) - F* <= tolerance``: Newton first, certified by the gradient bound
+``||grad F||^2 / (4 psi)``; if it is not certified, Nesterov's accelerated gradient from 0 runs for
+at most ``T`` iterations, ``T`` a function of public constants only (formula
+``estimator.erm.fixed_iterations@1``), returning the first certified iterate or the ``T``-th, within
+the tolerance by the theorem. No data can make the solver stop a release; the plan refuses, before
+any charge and for every dataset alike, a configuration whose ``T x K x J`` exceeds ``WORK_LIMIT``.
+Strong convexity then gives ``||f - f_hat||_{C^eta} <= sqrt(tolerance / psi)``, and the sensitivity
+used for the noise adds ``2 sqrt(tolerance / psi)`` to the exact-minimiser bound ``M kappa / (psi n)``
+of MATH.md §9.
 
 A unit contributes the average of its points' loss terms: the stability argument of §9 then
 holds unchanged (``docs/proofs/preprocess.points.unit_average@1.md``). Noise: ICLP (Laplace on
@@ -47,8 +53,10 @@ from fdpcore.summaries.kde import (
 
 __all__ = [
     "ERM_MECHANISMS",
+    "HINGE_SMOOTHING",
     "LOSSES",
     "ErmSolution",
+    "erm_fallback_iterations",
     "erm_gp_sensitivity",
     "erm_iclp_sensitivity",
     "erm_lipschitz",
@@ -57,6 +65,7 @@ __all__ = [
     "release_erm",
     "solve_erm",
     "summarise_erm",
+    "WORK_LIMIT",
 ]
 
 #: Loss names.
@@ -65,6 +74,12 @@ LOSSES = ("ridge", "logistic", "hinge")
 ERM_MECHANISMS = ("iclp", "gp")
 #: Default certified optimality gap of the solvers.
 DEFAULT_TOLERANCE = 1e-9
+#: Width ``mu_h`` of the Huber-smoothed hinge that ``loss: hinge`` minimises (convex, 1-Lipschitz:
+#: ``M = 1``; its minimiser is within ``sqrt(mu_h / (2 psi))`` of the hinge minimiser in ``H_{C^eta}``).
+HINGE_SMOOTHING = 1e-4
+#: Largest ``T x K x J`` (fallback iterations x grid nodes x basis functions) a plan accepts: each
+#: iteration is two ``K x J`` matrix-vector products, so about ``1e11`` multiply-adds in the worst case.
+WORK_LIMIT = 5e10
 
 
 def _kappa(space: PointSpace, eta: float) -> float:
@@ -154,17 +169,136 @@ def erm_gp_sensitivity(rkhs_sensitivity: float, space: PointSpace, *, eta: float
 
 @dataclass(frozen=True)
 class ErmSolution:
-    """A solved ERM problem (pre-noise: never publish it).
+    """A solved ERM problem (pre-noise: never publish it, nor its route or iteration count).
 
     Attributes:
         theta: coefficients of ``f`` on the kept eigenbasis (``J``).
-        gap: certified upper bound on ``F(beta) - F*`` (``<=`` the tolerance).
-        iterations: solver iterations.
+        gap: proven upper bound on ``F(beta) - F*`` (``<=`` the tolerance): the certificate
+            ``||grad F||^2 / (4 psi)`` of the returned iterate, or the theorem's bound after ``T`` iterations.
+        iterations: solver iterations (Newton, plus accelerated-gradient iterations when it ran).
+        route: ``"newton"`` (Newton certified), ``"certified"`` (the accelerated gradient stopped on the
+            certificate) or ``"theorem"`` (it ran exactly ``T`` iterations; formula ``estimator.erm.fixed_iterations@1``).
     """
 
     theta: NDArrayFloat
     gap: float
     iterations: int
+    route: str = "newton"
+
+
+def _curvature(loss: str, smoothing: float) -> float:
+    """``c = sup ell''``: ``1/4`` (logistic), ``2`` (squared loss), ``1/mu_h`` (Huber-smoothed hinge)."""
+    return {"logistic": 0.25, "ridge": 2.0}.get(loss, 1.0 / smoothing)
+
+
+def _loss_at_zero(loss: str, smoothing: float, label_bound: float) -> float:
+    """``max_y ell(0, y)``: ``log 2``, ``B_y^2`` or ``h_mu(1) = 1 - mu_h/2``."""
+    return {"logistic": math.log(2.0), "ridge": label_bound**2}.get(loss, 1.0 - smoothing / 2.0)
+
+
+def erm_fallback_iterations(
+    loss: str, *, kappa_sq: float, psi: float, tolerance: float, objective_at_zero: float,
+    smoothing: float = HINGE_SMOOTHING,
+) -> int:
+    """Iterations ``T`` after which the accelerated gradient is proved within ``tolerance`` (formula ``estimator.erm.fixed_iterations@1``, MATH.md §9).
+
+    .. math:: T=\\Big\\lceil\\frac{\\ln(F(0)/\\mathrm{tol})}{-\\ln(1-\\sqrt{\\mu/L})}\\Big\\rceil,\\qquad
+              \\mu=2\\psi,\\quad L=2\\psi+c\\,\\kappa_\\eta^2
+
+    Nesterov's constant-momentum scheme from ``beta_0 = 0`` has ``F(beta_T) - F* <= (1 - sqrt(mu/L))^T
+    (F(0) - F* + psi ||beta*||^2)`` and the bracket is ``<= F(0)`` (``psi ||beta*||^2 <= F* `` as
+    ``ell >= 0``). ``c = sup ell''`` (``1/4`` logistic, ``2`` ridge, ``1/mu_h`` smoothed hinge);
+    ``kappa_sq`` bounds ``sum_i w_i ||Psi_i||^2 >= lambda_max(Psi^T W Psi)``. Every argument is
+    public (``objective_at_zero <= max_y ell(0, y)``), so ``T`` is fixed before any data is read.
+
+    >>> erm_fallback_iterations("logistic", kappa_sq=0.5, psi=0.01, tolerance=1e-9, objective_at_zero=math.log(2))
+    44
+    """
+    if loss not in LOSSES:
+        raise DomainError(f"loss ({loss!r}) must be one of {list(LOSSES)}")
+    k2 = _validate.positive_finite("kappa_sq", kappa_sq, privacy=False)
+    p = _validate.positive_finite("psi", psi)
+    tol = _validate.positive_finite("tolerance", tolerance, privacy=False)
+    f0 = float(objective_at_zero)
+    if not (math.isfinite(f0) and f0 >= 0.0):
+        raise DomainError(f"objective_at_zero ({objective_at_zero!r}) must be finite and >= 0")
+    if f0 <= tol:
+        return 0  # F(0) - F* <= F(0) <= tol: beta = 0 is already within the tolerance
+    rate = math.sqrt(2.0 * p / (2.0 * p + _curvature(loss, _validate.positive_finite("smoothing", smoothing)) * k2))
+    return max(1, math.ceil(math.log(f0 / tol) / -math.log1p(-rate)))
+
+
+class _NodeLoss:
+    """The loss summed per grid node (vectorised): value, derivative and ``sup`` of the curvature per unit weight.
+
+    Logistic and hinge rows of one node carry weights ``w+`` (label +1) and ``w-`` (label -1); the
+    ridge rows ``w`` and the weighted mean label. The hinge is Huber-smoothed with width ``mu_h``:
+    ``h(u) = 0`` (``u <= 0``), ``u^2/(2 mu_h)`` (``0 < u < mu_h``), ``u - mu_h/2`` (``u >= mu_h``).
+    """
+
+    def __init__(self, loss: str, plus: NDArrayFloat, minus: NDArrayFloat, smoothing: float) -> None:
+        self.loss, self.plus, self.minus, self.mu = loss, plus, minus, smoothing  # ridge: plus = w, minus = ybar
+
+    def _huber(self, u: NDArrayFloat) -> NDArrayFloat:
+        return np.asarray(np.where(u >= self.mu, u - self.mu / 2.0, np.where(u > 0.0, u * u / (2.0 * self.mu), 0.0)))
+
+    def value(self, f: NDArrayFloat) -> float:
+        if self.loss == "ridge":
+            return float(self.plus @ (f - self.minus) ** 2)
+        if self.loss == "logistic":
+            return float(self.plus @ np.logaddexp(0.0, -f) + self.minus @ np.logaddexp(0.0, f))
+        return float(self.plus @ self._huber(1.0 - f) + self.minus @ self._huber(1.0 + f))
+
+    def derivative(self, f: NDArrayFloat) -> NDArrayFloat:
+        if self.loss == "ridge":
+            return np.asarray(2.0 * self.plus * (f - self.minus))
+        if self.loss == "logistic":
+            return np.asarray(self.minus * special.expit(f) - self.plus * special.expit(-f))
+        return np.asarray(self.minus * np.clip((1.0 + f) / self.mu, 0.0, 1.0)
+                          - self.plus * np.clip((1.0 - f) / self.mu, 0.0, 1.0))
+
+    def total_weight(self) -> float:
+        return float(self.plus.sum()) if self.loss == "ridge" else float(self.plus.sum() + self.minus.sum())
+
+
+def _accelerated(
+    x: NDArrayFloat, node_loss: _NodeLoss, psi: float, tol: float, *, kappa_sq: float, early_stop: bool = True
+) -> tuple[NDArrayFloat, float, int, str]:
+    """Nesterov's accelerated gradient (constant momentum) on ``F``, ``T`` iterations from 0 (formula ``estimator.erm.fixed_iterations@1``).
+
+    ``x`` is the ``q x J`` node-feature matrix (``q`` distinct nodes). Each iteration is two
+    matrix-vector products. With ``early_stop`` the first gradient point whose certificate
+    ``||grad F||^2/(4 psi)`` is ``<= tol`` is returned (route ``"certified"``); otherwise ``x_T``
+    (route ``"theorem"``, bound ``(1 - sqrt(mu/L))^T F(0) <= tol``).
+    """
+    mu = 2.0 * psi
+    curv_bound = _curvature(node_loss.loss, node_loss.mu) * kappa_sq * node_loss.total_weight()
+    lip = mu + curv_bound
+    f0 = node_loss.value(np.zeros(x.shape[0]))
+    steps = erm_fallback_iterations(node_loss.loss, kappa_sq=kappa_sq * node_loss.total_weight(), psi=psi,
+                                    tolerance=tol, objective_at_zero=f0, smoothing=node_loss.mu)
+    momentum = (math.sqrt(lip) - math.sqrt(mu)) / (math.sqrt(lip) + math.sqrt(mu))
+    prev = np.zeros(x.shape[1])
+    look = prev.copy()
+    for it in range(steps):
+        grad = x.T @ node_loss.derivative(x @ look) + mu * look
+        cert = float(grad @ grad) / (4.0 * psi)
+        if early_stop and cert <= tol:
+            return look, cert, it, "certified"
+        nxt = look - grad / lip
+        look = nxt + momentum * (nxt - prev)
+        prev = nxt
+    return prev, (1.0 - math.sqrt(mu / lip)) ** steps * f0, steps, "theorem"
+
+
+def _node_loss(keys: NDArrayInt, yy: NDArrayFloat, ww: NDArrayFloat, loss: str, smoothing: float) -> tuple[NDArrayInt, _NodeLoss]:
+    """Per-node weights from the aggregated (node, label) rows: ``(nodes, loss)``."""
+    if loss == "ridge":
+        return keys, _NodeLoss(loss, ww, yy, smoothing)
+    nodes, inv = np.unique(keys, return_inverse=True)
+    plus = np.asarray(np.bincount(inv, weights=ww * (yy > 0), minlength=nodes.shape[0]), dtype=np.float64)
+    minus = np.asarray(np.bincount(inv, weights=ww * (yy < 0), minlength=nodes.shape[0]), dtype=np.float64)
+    return nodes, _NodeLoss(loss, plus, minus, smoothing)
 
 
 def _aggregate(node: NDArrayInt, labels: NDArrayFloat, weights: NDArrayFloat, loss: str) -> tuple[Any, Any, Any]:
@@ -190,19 +324,27 @@ def solve_erm(
     eta: float,
     psi: float,
     tolerance: float = DEFAULT_TOLERANCE,
+    smoothing: float = HINGE_SMOOTHING,
 ) -> ErmSolution:
-    """Solve the regularised ERM on snapped points to a certified gap (formula ``estimator.erm.rkhs@1``, MATH.md §9).
+    """Solve the regularised ERM on snapped points to a proven gap (formulas ``estimator.erm.rkhs@1``, ``estimator.erm.fixed_iterations@1``, MATH.md §9).
 
     .. math:: \\hat\\beta=\\arg\\min_\\beta\\sum_i w_i\\,\\ell((\\Psi\\beta)_i,y_i)+\\psi\\|\\beta\\|_2^2,
               \\qquad \\Psi_{ij}=\\lambda_j^{\\eta/2}\\phi_j(x_i),\\quad \\theta_j=\\lambda_j^{\\eta/2}\\beta_j
 
-    ``weights`` are ``1/(n m_u)`` (they sum to 1). Ridge: closed form. Logistic: damped Newton.
-    Hinge: Newton on Huber-smoothed hinges with decreasing smoothing, certified by the duality
-    gap ``P(beta) - D(a)`` of a dual-feasible ``a`` (``D(a) = sum a - ||Psi^T(a y)||^2/(4 psi)``,
-    ``0 <= a_i <= w_i``).
+    ``weights`` are ``1/(n m_u)`` (they sum to 1). ``hinge`` is the Huber-smoothed hinge ``h_mu``
+    of width ``smoothing`` (convex and 1-Lipschitz, like the hinge: same ``M = 1``). First ridge:
+    closed form; logistic: damped Newton; hinge: Newton with a decreasing smoothing down to
+    ``smoothing`` -- each certified by ``||grad F||^2/(4 psi) <= tolerance`` (``2 psi``-strong
+    convexity). If that certificate is not reached, Nesterov's accelerated gradient runs from 0 for
+    at most ``T`` iterations (:func:`erm_fallback_iterations`, a function of public constants only)
+    and returns either the first iterate whose certificate is ``<= tolerance`` or the ``T``-th, whose
+    gap is ``<= tolerance`` by the theorem. So a solution within ``tolerance`` is always returned (in
+    exact arithmetic): the solver never stops a release. ``ErmSolution.route`` and ``iterations``
+    say which (internal only: data-derived).
 
     Raises:
-        DomainError: the certified gap did not reach ``tolerance`` (raise it, or ``psi``).
+        DomainError: invalid inputs only (unknown loss, non-positive ``eta``/``psi``/``tolerance``,
+            mismatched or empty arrays, non-finite labels, negative weights).
 
     >>> from fdpcore.basis.grids import midpoint_grid
     >>> s = point_space({"name": "matern", "nu": 1.5, "rho": 0.2}, [midpoint_grid(20)])
@@ -216,6 +358,7 @@ def solve_erm(
     e = _validate.positive_finite("eta", eta)
     p = _validate.positive_finite("psi", psi)
     tol = _validate.positive_finite("tolerance", tolerance, privacy=False)
+    mu_h = _validate.positive_finite("smoothing", smoothing, privacy=False)
     node = np.asarray(node_index, dtype=np.int64)
     y = np.asarray(labels, dtype=np.float64)
     w = np.asarray(weights, dtype=np.float64)
@@ -223,40 +366,52 @@ def solve_erm(
         raise DomainError("node_index, labels and weights must be non-empty 1-D arrays of the same length")
     if not np.all(np.isfinite(y)):
         raise DomainError("labels must be finite")
+    if not (np.all(np.isfinite(w)) and np.all(w >= 0.0)):
+        raise DomainError("weights must be finite and >= 0")
     keys, yy, ww = _aggregate(node, y, w, loss)
     root = space.eigenvalues ** (e / 2.0)
     psi_mat = space.eigenfunctions[keys] * root  # q x J, q <= 2K distinct (node, label) rows
     if loss == "ridge":
-        a = psi_mat.T @ (ww[:, None] * psi_mat) + p * np.eye(root.shape[0])
-        b = psi_mat.T @ (ww * yy)
-        beta = np.linalg.solve(a, b)
-        grad = 2.0 * (a @ beta - b)
-        beta, gap, its = beta, float(grad @ grad) / (4.0 * p), 1
+        beta, gap, its = _ridge(psi_mat, yy, ww, p)
     elif loss == "logistic":
         beta, gap, its = _newton_logistic(psi_mat, yy, ww, p, tol)
     else:
-        beta, gap, its = _smoothed_hinge(psi_mat, yy, ww, p, tol)
-    if not gap <= tol:
-        raise DomainError(
-            f"tolerance ({tol!r}) must be reachable: the {loss} solver stopped before its certified optimality gap "
-            "fell below it; raise erm.tolerance or psi"
-        )
-    return ErmSolution(np.asarray(root * beta, dtype=np.float64), gap, its)
+        beta, gap, its = _newton_hinge(psi_mat, yy, ww, p, tol, mu_h)
+    if gap <= tol:
+        return ErmSolution(np.asarray(root * beta, dtype=np.float64), gap, its, "newton")
+    nodes, node_loss = _node_loss(keys, yy, ww, loss, mu_h)
+    beta, gap, more, route = _accelerated(space.eigenfunctions[nodes] * root, node_loss, p, tol,
+                                          kappa_sq=_kappa(space, e) ** 2)
+    return ErmSolution(np.asarray(root * beta, dtype=np.float64), gap, its + more, route)
+
+
+def _certificate(grad: NDArrayFloat, psi: float) -> float:
+    """``||grad F||^2/(4 psi) >= F(beta) - F*`` for a ``2 psi``-strongly convex ``F``."""
+    return float(grad @ grad) / (4.0 * psi)
+
+
+def _ridge(x: NDArrayFloat, y: NDArrayFloat, w: NDArrayFloat, psi: float) -> tuple[NDArrayFloat, float, int]:
+    a = x.T @ (w[:, None] * x) + psi * np.eye(x.shape[1])
+    b = x.T @ (w * y)
+    beta = np.asarray(np.linalg.solve(a, b), dtype=np.float64)
+    return beta, _certificate(2.0 * (a @ beta - b), psi), 1
 
 
 def _newton_logistic(x: NDArrayFloat, y: NDArrayFloat, w: NDArrayFloat, psi: float, tol: float) -> tuple[NDArrayFloat, float, int]:
+    """Damped Newton; returns the last iterate and *its* certificate (which may exceed ``tol``)."""
     beta = np.zeros(x.shape[1])
 
     def objective(b: NDArrayFloat) -> float:
         return float(w @ np.logaddexp(0.0, -y * (x @ b)) + psi * b @ b)
 
-    gap = math.inf
-    for it in range(1, 201):  # Newton iterations on a J-dimensional problem (quadratic convergence)
+    def gradient(b: NDArrayFloat) -> NDArrayFloat:
+        return np.asarray(x.T @ (w * -y * special.expit(-y * (x @ b))) + 2.0 * psi * b)
+
+    for it in range(200):  # Newton iterations on a J-dimensional problem (quadratic convergence)
+        grad = gradient(beta)
+        if _certificate(grad, psi) <= tol / 10.0:
+            return beta, _certificate(grad, psi), it
         margin = y * (x @ beta)
-        grad = x.T @ (w * -y * special.expit(-margin)) + 2.0 * psi * beta
-        gap = float(grad @ grad) / (4.0 * psi)
-        if gap <= tol / 10.0:
-            return beta, gap, it
         curv = w * special.expit(margin) * special.expit(-margin)
         hess = x.T @ (curv[:, None] * x) + 2.0 * psi * np.eye(x.shape[1])
         step = np.linalg.solve(hess, grad)
@@ -264,33 +419,35 @@ def _newton_logistic(x: NDArrayFloat, y: NDArrayFloat, w: NDArrayFloat, psi: flo
         while objective(beta - t * step) > f0 - 0.25 * t * float(grad @ step) and t > 1e-12:
             t /= 2.0
         beta = beta - t * step
-    return beta, gap, 200
+    return beta, _certificate(gradient(beta), psi), 200
 
 
-def _smoothed_hinge(x: NDArrayFloat, y: NDArrayFloat, w: NDArrayFloat, psi: float, tol: float) -> tuple[NDArrayFloat, float, int]:
-    """Newton on Huber-smoothed hinges with a decreasing smoothing ``mu``, certified by the true duality gap.
+def _newton_hinge(
+    x: NDArrayFloat, y: NDArrayFloat, w: NDArrayFloat, psi: float, tol: float, smoothing: float
+) -> tuple[NDArrayFloat, float, int]:
+    """Newton on Huber-smoothed hinges, smoothing decreased from 0.5 to ``smoothing``; certificate of the last iterate.
 
-    With ``u_i = 1 - y_i f_i`` and ``a_i = w_i min(1, max(0, u_i/mu))`` (dual feasible), the gap
-    ``P(beta) - D(a)`` bounds ``P(beta) - P*``; at the smoothed optimum it is at most ``mu/4``.
+    Each level warm-starts the next; the certificate ``||grad F_mu||^2/(4 psi)`` is that of the
+    target objective (width ``smoothing``), which is smooth, so the gradient bound applies.
     """
     z = x * y[:, None]  # rows y_i Psi_i
     eye = np.eye(x.shape[1])
-
-    def primal(b: NDArrayFloat) -> float:
-        return float(w @ np.maximum(0.0, 1.0 - z @ b) + psi * b @ b)
 
     def smoothed(b: NDArrayFloat, mu: float) -> float:
         u = 1.0 - z @ b
         h = np.where(u >= mu, u - mu / 2.0, np.where(u > 0.0, u * u / (2.0 * mu), 0.0))
         return float(w @ h + psi * b @ b)
 
-    beta, gap, its, mu = np.zeros(x.shape[1]), math.inf, 0, 0.5
+    def gradient(b: NDArrayFloat, mu: float) -> NDArrayFloat:
+        return np.asarray(-z.T @ (w * np.clip((1.0 - z @ b) / mu, 0.0, 1.0)) + 2.0 * psi * b)
+
+    beta, its, mu = np.zeros(x.shape[1]), 0, max(0.5, smoothing)
     while True:
         for _ in range(100):  # Newton on the smoothed problem (piecewise quadratic: finitely many pieces)
-            u = 1.0 - z @ beta
-            grad = -z.T @ (w * np.clip(u / mu, 0.0, 1.0)) + 2.0 * psi * beta
-            if float(grad @ grad) / (4.0 * psi) <= tol / 10.0:
+            grad = gradient(beta, mu)
+            if _certificate(grad, psi) <= tol / 10.0:
                 break
+            u = 1.0 - z @ beta
             mid = (u > 0.0) & (u < mu)
             hess = (z[mid].T * (w[mid] / mu)) @ z[mid] + 2.0 * psi * eye
             step = np.linalg.solve(hess, grad)
@@ -298,12 +455,9 @@ def _smoothed_hinge(x: NDArrayFloat, y: NDArrayFloat, w: NDArrayFloat, psi: floa
             while smoothed(beta - t * step, mu) > f0 - 0.25 * t * float(grad @ step) and t > 1e-12:
                 t /= 2.0
             beta, its = beta - t * step, its + 1
-        a = w * np.clip((1.0 - z @ beta) / mu, 0.0, 1.0)
-        v = z.T @ a
-        gap = primal(beta) - (float(a.sum()) - float(v @ v) / (4.0 * psi))
-        if gap <= tol or mu <= tol:
-            return beta, max(gap, 0.0), its
-        mu = max(mu / 10.0, tol)
+        if mu <= smoothing:
+            return beta, _certificate(gradient(beta, smoothing), psi), its
+        mu = max(mu / 10.0, smoothing)
 
 
 def _labels(labels: ArrayLike, loss: str, label_bound: float | None) -> NDArrayFloat:
@@ -317,6 +471,27 @@ def _labels(labels: ArrayLike, loss: str, label_bound: float | None) -> NDArrayF
         return y
     b = label_bound if label_bound is not None else math.inf
     return np.clip(y, -b, b)  # record-wise clipping to [-B_y, B_y] (privacy-neutral, MATH.md §1.7)
+
+
+def _check_work(loss: str, kappa_sq: float, psi: float, tol: float, smoothing: float, label_bound: float | None,
+                space: PointSpace) -> int:
+    """The fallback's ``T`` from public inputs; refuse the configuration when ``T x K x J > WORK_LIMIT``."""
+    f0 = _loss_at_zero(loss, smoothing, label_bound if label_bound is not None else 0.0)
+    steps = erm_fallback_iterations(loss, kappa_sq=kappa_sq, psi=psi, tolerance=tol, objective_at_zero=f0,
+                                    smoothing=smoothing)
+    size = space.eigenfunctions.shape[0] * space.n_basis  # q x J with q <= K distinct grid nodes
+    if steps * size <= WORK_LIMIT:
+        return steps
+    most = int(WORK_LIMIT // size)
+    rate = math.sqrt(2.0 * psi / (2.0 * psi + _curvature(loss, smoothing) * kappa_sq))
+    fits = (f"erm.tolerance >= {f0 * (1.0 - rate) ** most * 1.0001:.3g} fits" if most >= 1
+            else "no tolerance fits this grid")
+    raise DomainError(
+        f"tolerance ({tol!r}) needs a solver bound of T = {steps} accelerated-gradient iterations on "
+        f"{space.eigenfunctions.shape[0]} grid nodes x {space.n_basis} basis functions ({steps * size:.3g} > the work "
+        f"limit {WORK_LIMIT:.0e}); {fits}, or raise psi (T grows like 1/sqrt(psi)) or use a coarser grid. "
+        "This depends on the configuration only, never on the data (MATH.md §9)"
+    )
 
 
 def plan_erm_release(
@@ -334,6 +509,7 @@ def plan_erm_release(
     delta: float = 0.0,
     calibration: str = "analytic",
     secure: bool = True,
+    smoothing: float = HINGE_SMOOTHING,
 ) -> PointPlan:
     """Fix the noise of an ERM release from public inputs only (MATH.md §9).
 
@@ -350,7 +526,14 @@ def plan_erm_release(
         label_bound: ``B_y`` (ridge only); labels are clipped to ``[-B_y, B_y]``.
         calibration: ``"analytic"`` or ``"classical"`` Gaussian calibration (``gp`` only).
         secure: OpenDP's floating-point-safe samplers; ``False`` uses NumPy (simulations only).
-        tolerance: certified optimality gap of the solver (its slack is added to the sensitivity).
+        tolerance: proven optimality gap of the solver (its slack is added to the sensitivity).
+        smoothing: width ``mu_h`` of the Huber-smoothed hinge (``hinge`` only).
+
+    Raises:
+        DomainError: the solver's worst case ``T x K x J`` (fallback iterations x grid nodes x
+            basis functions, :func:`erm_fallback_iterations`) exceeds :data:`WORK_LIMIT`; the message
+            names ``erm.tolerance`` / ``psi`` and the smallest tolerance that fits. It depends on public
+            inputs only, so it is the same for every dataset (and is raised before any charge).
 
     >>> from fdpcore.basis.grids import midpoint_grid
     >>> p = plan_erm_release(midpoint_grid(30), {"name": "matern", "nu": 1.5, "rho": 0.2}, n=200, epsilon=1.0,
@@ -369,9 +552,11 @@ def plan_erm_release(
     tol = _validate.positive_finite("tolerance", tolerance, privacy=False)
     if mechanism not in ERM_MECHANISMS:
         raise DomainError(f"mechanism ({mechanism!r}) must be one of {list(ERM_MECHANISMS)}")
+    mu_h = _validate.positive_finite("smoothing", smoothing, privacy=False)
     space = point_space(kernel, grids)
     kappa = _kappa(space, e)
     m = erm_lipschitz(loss, kappa=kappa, psi=p, label_bound=label_bound)
+    steps = _check_work(loss, kappa**2, p, tol, mu_h, label_bound, space)
     exact_h = erm_rkhs_sensitivity(m, kappa=kappa, psi=p, n=n)
     used_h = erm_rkhs_sensitivity(m, kappa=kappa, psi=p, n=n, tolerance=tol)
     gaussian = mechanism == "gp"
@@ -386,6 +571,7 @@ def plan_erm_release(
     cal = _calibrate(sens, eps, dl, space.n_basis, gaussian=gaussian, calibration=calibration, secure=secure)
     grid_ids = {"grid.midpoint@1" if g.rule == "midpoint" else "grid.trapezoid@1" for g in grids}
     ids = {*grid_ids, "eigen.weighted_kl@1", "preprocess.points.unit_average@1", "estimator.erm.rkhs@1",
+           "estimator.erm.fixed_iterations@1",
            "sensitivity.erm.lipschitz@1", "sensitivity.erm.rkhs@1", sid, "noise.whitened.expected_sq_l2@1",
            "kernel.power_trace@1",
            f"calibration.gaussian.{calibration}@1" if gaussian else "calibration.iclp.laplace_whitened@1",
@@ -393,7 +579,8 @@ def plan_erm_release(
     params: dict[str, Any] = {
         "loss": loss, "eta": e, "psi": p, "kernel": space.kernel, "dim": len(grids), "kappa_eta": kappa,
         "lipschitz": m, "label_bound": label_bound, "rkhs_sensitivity": used_h, "rkhs_sensitivity_exact_minimiser": exact_h,
-        "tolerance": tol, "snapping": "each covariate point to its nearest grid node (record-wise)",
+        "tolerance": tol, "hinge_smoothing": mu_h if loss == "hinge" else None, "fallback_iterations": steps,
+        "snapping": "each covariate point to its nearest grid node (record-wise)",
         "calibration": calibration if gaussian else None, "rho": cal.rho if gaussian else None,  # type: ignore[union-attr]
     }
     return PointPlan("erm", mechanism, space, n, eps, dl, sens, sid, paper, sid, norm, cal, params, tuple(sorted(ids)))
@@ -418,7 +605,7 @@ def summarise_erm(points: ArrayLike, labels: ArrayLike, unit_codes: ArrayLike, p
     if n != plan.n:
         raise DomainError(f"the table has {n} privacy units but the plan is for n = {plan.n}")
     sol = solve_erm(space.snap(x), y, w / n, space, loss=par["loss"], eta=par["eta"], psi=par["psi"],
-                    tolerance=par["tolerance"])
+                    tolerance=par["tolerance"], smoothing=par.get("hinge_smoothing") or HINGE_SMOOTHING)
     return np.asarray(sol.theta / np.sqrt(space.eigenvalues), dtype=np.float64)
 
 
