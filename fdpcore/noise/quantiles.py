@@ -31,6 +31,7 @@ import opendp.prelude as dp
 from fdpcore import _validate
 from fdpcore._typing import ArrayLike, NDArrayFloat
 from fdpcore.errors import DomainError, InternalError, PrivacyParameterError
+from fdpcore.privacy.accounting import exact
 
 __all__ = [
     "CENTRE_CANDIDATES",
@@ -44,12 +45,16 @@ __all__ = [
     "centre_choice",
     "default_tau_range",
     "dp_quantile",
+    "epsilon_after_choices",
     "draw_public_choice",
     "choice_epsilon",
+    "choice_formulas",
+    "choice_splits",
     "split_epsilon",
     "quantile_rank_margin",
     "record_levels",
     "record_norms",
+    "summary_tau_level",
     "tau_candidates",
     "tau_choice",
     "tau_quantile_level",
@@ -209,6 +214,41 @@ def tau_quantile_level(n: int, epsilon_tau: float, n_candidates: int, unit_noise
     return float(min(1.0 - 1.0 / n, max(0.5, 1.0 - m / n)))
 
 
+def summary_tau_level(summary: str, n: int, epsilon_tau: float, n_candidates: int, *,
+                      unit_noise_rmse: float | None = None, x_bound: float | None = None) -> float:
+    """The quantile level of ``tau: auto`` for a covariance, FoSR or FPCA release (formula ``tuning.tau.summary_level@1``).
+
+    * ``covariance``: :func:`tau_quantile_level` with ``r_1`` the surface's expected L2 noise at ``tau = 1``
+      (MATH.md §6; the noise and the clipping bias are both linear in ``tau^2``, so the balance is that of
+      the mean in the variable ``tau^2``, and a quantile of the norms is one of their squares).
+    * ``fosr``: :func:`tau_quantile_level` with ``r_1`` the expected L2 noise of ``T2`` at ``tau_Y = 1`` divided
+      by ``x_bound = sup ||x_i||_2`` (MATH.md §7: clipping ``Y_i`` moves ``T2`` by at most
+      ``||x_i||_2 (||Y_i|| - tau_Y)_+ / n``).
+    * ``fpca``: the median, ``1/2`` (MATH.md §10: no additive noise; the exponential mechanism weighs record
+      ``i``'s direction by ``epsilon min(||X_i||^2, tau^2) / (2 tau^2)``, which a smaller ``tau`` only raises,
+      and ``1/2`` is the lowest level the reliability floor of :func:`choice_epsilon` keeps inside the data).
+
+    Public inputs only.
+
+    >>> summary_tau_level("fpca", 93, 0.6, 21)
+    0.5
+    >>> summary_tau_level("fosr", 1000, 1.0, 65, unit_noise_rmse=0.02, x_bound=2.0) == tau_quantile_level(1000, 1.0, 65, 0.01)
+    True
+    """
+    if summary == "fpca":
+        return 0.5
+    if unit_noise_rmse is None:
+        raise DomainError(f"summary {summary!r} needs unit_noise_rmse")
+    if summary == "covariance":
+        return tau_quantile_level(n, epsilon_tau, n_candidates, unit_noise_rmse)
+    if summary == "fosr":
+        if x_bound is None:
+            raise DomainError("summary 'fosr' needs x_bound")
+        b = _validate.positive_finite("x_bound", x_bound, privacy=False)
+        return tau_quantile_level(n, epsilon_tau, n_candidates, unit_noise_rmse / b)
+    raise DomainError(f"summary ({summary!r}) must be 'covariance', 'fosr' or 'fpca' (the mean uses tau_quantile_level)")
+
+
 def dp_quantile(values: ArrayLike, candidates: tuple[float, ...], *, alpha: float, epsilon: float) -> float:
     """An ``epsilon``-DP ``alpha``-quantile of ``values`` among ``candidates`` (OpenDP exponential mechanism).
 
@@ -299,15 +339,22 @@ def choice_epsilon(name: str, n: int, epsilon: float, share: float, n_candidates
     return need
 
 
-def tau_choice(n: int, epsilon_tau: float, unit_noise_rmse: float, tau_range: tuple[float, float]) -> PublicChoice:
+def tau_choice(n: int, epsilon_tau: float, unit_noise_rmse: float, tau_range: tuple[float, float], *,
+               alpha: float | None = None) -> PublicChoice:
     """The public plan of ``tau: auto``: its split, candidate grid and quantile level (no data).
+
+    The level is :func:`tau_quantile_level` of ``unit_noise_rmse`` (the mean), or ``alpha`` when given
+    (:func:`summary_tau_level`).
 
     >>> c = tau_choice(508, 0.1, 0.05, (0.01, 1.0))
     >>> c.name, len(c.candidates), round(c.alpha, 3)
     ('tau', 21, 0.524)
     """
     cands = tau_candidates(*tau_range)
-    alpha = tau_quantile_level(n, epsilon_tau, len(cands), unit_noise_rmse)
+    if alpha is None:
+        alpha = tau_quantile_level(n, epsilon_tau, len(cands), unit_noise_rmse)
+    elif not 0.0 < alpha < 1.0:
+        raise DomainError(f"alpha ({alpha!r}) must be in (0, 1)")
     return PublicChoice("tau", epsilon_tau, "tuning.tau.dp_norm_quantile@1", alpha, cands)
 
 
@@ -325,6 +372,52 @@ def a_priori_tau_choice(tau_range: tuple[float, float]) -> PublicChoice:
     """
     hi = _validate.positive_finite("tau_range upper end", tau_range[1], privacy=False)
     return PublicChoice("tau", 0.0, "tuning.tau.a_priori_fallback@1", 1.0, (hi,))
+
+
+def epsilon_after_choices(epsilon: float, choices: tuple[PublicChoice, ...]) -> float:
+    """``epsilon`` minus the public choices' splits, as an exact decimal (the ledger's exact accounting), or raise.
+
+    What is left for the release mechanism itself; the splits and it sum exactly to ``epsilon``.
+
+    >>> epsilon_after_choices(1.0, (PublicChoice("tau", 0.1, "tuning.tau.dp_norm_quantile@1", 0.5, (0.1, 1.0)),))
+    0.9
+    """
+    epsilon = _validate.positive_finite("epsilon", epsilon)
+    parts = [c.epsilon for c in choices]
+    rest = exact(epsilon) - sum((exact(p) for p in parts), exact(0.0))
+    value = float(rest)
+    if rest <= 0 or exact(value) != rest:
+        raise PrivacyParameterError(
+            f"the public choices (epsilon {parts!r}) must leave a positive exact-decimal remainder of epsilon ({epsilon!r})"
+        )
+    return value
+
+
+def choice_splits(choices: tuple[PublicChoice, ...]) -> list[dict[str, float | str]]:
+    """The named budget splits of the public choices (pure DP: delta 0), in order; the release's own parts follow.
+
+    >>> choice_splits((PublicChoice("tau", 0.1, "tuning.tau.dp_norm_quantile@1", 0.5, (0.1, 1.0)),))
+    [{'name': 'tau', 'epsilon': 0.1, 'delta': 0.0}]
+    """
+    return [{"name": c.name, "epsilon": c.epsilon, "delta": 0.0} for c in choices if not c.a_priori]
+
+
+def choice_formulas(summary: str, choices: tuple[PublicChoice, ...]) -> set[str]:
+    """Formula ids of the ``tau: auto`` choice of a covariance, FoSR or FPCA plan, and of its composition.
+
+    >>> sorted(choice_formulas("fpca", (PublicChoice("tau", 0.1, "tuning.tau.dp_norm_quantile@1", 0.5, (0.1, 1.0)),)))
+    ['accounting.pure.sequential@1', 'tuning.tau.dp_norm_quantile@1', 'tuning.tau.summary_level@1']
+    >>> choice_formulas("fosr", ())
+    set()
+    """
+    if not choices:
+        return set()
+    if all(c.a_priori for c in choices):
+        return {c.formula_id for c in choices}
+    ids = {"tuning.tau.summary_level@1", "accounting.pure.sequential@1", *(c.formula_id for c in choices)}
+    if summary != "fpca":
+        ids.add("tuning.tau.quantile_level@1")
+    return ids
 
 
 def centre_choice(epsilon_centre: float, value_range: tuple[float, float]) -> PublicChoice:

@@ -80,6 +80,8 @@ _ENTRIES = [
     Formula("tuning.tau.dp_norm_quantile@1", "fdpcore.noise.quantiles.dp_quantile", "§1.7, §12.3 (derived here)", "EXACT"),
     Formula("tuning.tau.a_priori_fallback@1", "fdpcore.noise.quantiles.a_priori_tau_choice", "§1.7, §12.3 (derived here)", "RULE"),
     Formula("tuning.tau.quantile_level@1", "fdpcore.noise.quantiles.tau_quantile_level", "§1.7 (derived here)", "RULE"),
+    Formula("tuning.tau.summary_level@1", "fdpcore.noise.quantiles.summary_tau_level", "§1.7, §6, §7, §10 (derived here)",
+            "RULE"),
     Formula("preprocess.centre.dp_median@1", "fdpcore.noise.quantiles.draw_public_choice", "§1.7, §12.3 (derived here)",
             "EXACT"),
     *(

@@ -37,6 +37,7 @@ from fdpcore.basis.kernels import KernelSpec, decay_rate, kernel_spec
 from fdpcore.data.preprocess import clip_l2
 from fdpcore.errors import DomainError, PrivacyParameterError
 from fdpcore.noise.iclp import LaplaceCalibration, calibrate_iclp, iclp_expected_sq_error, sample_laplace_whitened
+from fdpcore.noise.quantiles import PublicChoice, choice_formulas, choice_splits, epsilon_after_choices
 from fdpcore.privacy.tuning import DEFAULT_SIGNAL_FRACTION, PSS_RULES, RISK_RULES, pss_iclp_qr, risk_prior_search
 from fdpcore.summaries.mean import iclp_qr_shrinkage, iclp_qr_weights
 
@@ -196,14 +197,16 @@ class CovariancePlan:
         n: number of records (public under replace-one adjacency).
         centering: ``"public"`` or ``"sample_mean"``.
         tau: clipping radius (``tau_c`` of the centred records, or ``tau`` of the raw records).
-        epsilon: privacy parameter of one draw.
+        epsilon: privacy parameter of one draw (the public choices included).
         eta: regularisation of the tensor ICLP-QR estimator.
         psi: see ``eta``.
         tuning: ``"fixed"``, ``"risk_prior"`` or the PSS rule that chose ``(eta, psi)``.
         tuning_formula: formula id of the rule (``None`` when fixed).
         beta: decay rate of the 1-D kernel.
         sensitivity: the bound that sets the noise; sensitivity_formula: its formula id.
-        calibration: whitened Laplace calibration (OpenDP-certified when secure).
+        calibration: whitened Laplace calibration (OpenDP-certified when secure), at :attr:`epsilon_mechanism`.
+        public_choices: ``tau: auto`` (:mod:`fdpcore.noise.quantiles`), a named split of ``epsilon`` paid
+            before the surface; ``tau`` is then the value it released.
     """
 
     basis: Eigenbasis
@@ -219,6 +222,18 @@ class CovariancePlan:
     sensitivity: float
     sensitivity_formula: str
     calibration: LaplaceCalibration
+    public_choices: tuple[PublicChoice, ...] = ()
+
+    @property
+    def epsilon_mechanism(self) -> float:
+        """Epsilon of the surface itself: ``epsilon`` minus the public choices."""
+        return epsilon_after_choices(self.epsilon, self.public_choices)
+
+    @property
+    def budget_splits(self) -> list[dict[str, float | str]]:
+        """Named parts of one draw's cost (the public choices, then the surface); they sum exactly to ``epsilon``."""
+        return [*choice_splits(self.public_choices),
+                {"name": "covariance", "epsilon": self.epsilon_mechanism, "delta": 0.0}]
 
     @property
     def dimension(self) -> int:
@@ -244,7 +259,7 @@ class CovariancePlan:
                self.sensitivity_formula, "calibration.iclp.laplace_whitened@1", "noise.iclp.expected_sq_l2@1"}
         if self.tuning_formula is not None:
             ids.add(self.tuning_formula)
-        return sorted(ids)
+        return sorted(ids | choice_formulas("covariance", self.public_choices))
 
 
 def qr_regularisation(
@@ -300,6 +315,7 @@ def plan_covariance_release(
     tuning: str | None = None,
     secure: bool = True,
     signal_fraction: float = DEFAULT_SIGNAL_FRACTION,
+    public_choices: tuple[PublicChoice, ...] = (),
 ) -> CovariancePlan:
     """Fix the noise of a covariance release from public inputs only (MATH.md §6).
 
@@ -307,10 +323,13 @@ def plan_covariance_release(
     (:func:`fdpcore.privacy.tuning.risk_prior_search` on the product eigenvalues ``lambda_j lambda_l`` with the
     release's expected noise; prior signal ``signal_fraction * tau^2``, the bound of ``||K||_HS``), whose
     error falls as epsilon grows, or a PSS rule of ICLP-QR (:data:`fdpcore.privacy.tuning.PSS_RULES`) with the 1-D
-    kernel's decay rate.
+    kernel's decay rate. ``public_choices`` (``tau: auto``) are parts of ``epsilon`` paid before the surface,
+    whose noise and rule use the rest (:attr:`CovariancePlan.epsilon_mechanism`); ``tau`` is then the value they
+    released.
 
     Privacy assumptions: grid, kernel, ``n``, ``tau``, the centring mode (and the centre itself,
-    for ``"public"``) and the parameters are fixed without looking at the data.
+    for ``"public"``) and the parameters are fixed without looking at the data (or ``tau`` is the released
+    output of a public choice charged with the release).
 
     Raises:
         DomainError: unknown centring or rule, ``eta`` without ``psi``.
@@ -330,7 +349,9 @@ def plan_covariance_release(
         raise DomainError(f"centering ({centering!r}) must be one of {sorted(CENTERINGS)}")
     n = _validate.positive_int("n", n, minimum=2 if centering == "sample_mean" else 1)
     tau = _validate.positive_finite("tau", tau)
-    epsilon = _validate.positive_finite("epsilon", epsilon)
+    total = _validate.positive_finite("epsilon", epsilon)
+    epsilon = epsilon_after_choices(total, tuple(public_choices))  # the surface's own part
+
     def risk(basis: Eigenbasis) -> tuple[NDArrayFloat, Callable[[float, float], float], float]:
         lam = basis.eigenvalues
         bound = covariance_public_sensitivity if centering == "public" else None
@@ -351,8 +372,8 @@ def plan_covariance_release(
         sens = covariance_sample_mean_sensitivity(lam, eta=eta, psi=psi, tau=tau, n=n)
     d = basis.n_basis * (basis.n_basis + 1) // 2
     cal = calibrate_iclp(sens, epsilon, n_basis=d, secure=secure)
-    return CovariancePlan(basis, n, centering, tau, epsilon, eta, psi, rule, rule_formula, beta, sens,
-                          CENTERINGS[centering], cal)
+    return CovariancePlan(basis, n, centering, tau, total, eta, psi, rule, rule_formula, beta, sens,
+                          CENTERINGS[centering], cal, tuple(public_choices))
 
 
 def summarise_covariance(clipped_records: ArrayLike, plan: CovariancePlan) -> NDArrayFloat:

@@ -30,6 +30,7 @@ from fdpcore.basis.kernels import KernelSpec, decay_rate, kernel_spec
 from fdpcore.data.preprocess import clip_l2
 from fdpcore.errors import DomainError, PrivacyParameterError
 from fdpcore.noise.iclp import LaplaceCalibration, calibrate_iclp, iclp_expected_sq_error, sample_laplace_whitened
+from fdpcore.noise.quantiles import PublicChoice, choice_formulas, choice_splits, epsilon_after_choices
 from fdpcore.privacy.accounting import exact
 from fdpcore.privacy.tuning import DEFAULT_SIGNAL_FRACTION, pss_iclp_qr
 from fdpcore.summaries.covariance import qr_regularisation
@@ -235,7 +236,8 @@ class FosrPlan:
         intercept: whether ``x = (1, z)``.
         bound: ``B_x`` (no intercept) or ``B_z`` (intercept): covariate clip radius.
         tau_y: response clip radius.
-        epsilon: total, share of ``T1``, and the two parts (exact decimals).
+        epsilon: total (the public choices included), share of ``T1`` in what is left
+            (:attr:`epsilon_mechanism`), and the two parts (exact decimals).
         gamma: see ``epsilon``.
         epsilon1: see ``epsilon``.
         epsilon2: see ``epsilon``.
@@ -247,6 +249,8 @@ class FosrPlan:
         calibration1: OpenDP-certified Laplace calibrations of the two parts.
         calibration2: see ``calibration1``.
         floor: ``rho_min`` of the safe inverse.
+        public_choices: ``tau: auto`` (:mod:`fdpcore.noise.quantiles`), a named split of ``epsilon`` paid before
+            ``T1`` and ``T2``; ``tau_y`` is then the value it released.
     """
 
     basis: Eigenbasis
@@ -270,6 +274,17 @@ class FosrPlan:
     calibration1: LaplaceCalibration
     calibration2: LaplaceCalibration
     floor: float
+    public_choices: tuple[PublicChoice, ...] = ()
+
+    @property
+    def epsilon_mechanism(self) -> float:
+        """Epsilon of ``T1`` and ``T2`` together: ``epsilon`` minus the public choices (``epsilon1 + epsilon2``)."""
+        return epsilon_after_choices(self.epsilon, self.public_choices)
+
+    @property
+    def x_bound(self) -> float:
+        """``sup ||x_i||_2``: ``B_x`` without an intercept, ``sqrt(1 + B_z^2)`` with one."""
+        return math.sqrt(1.0 + self.bound * self.bound) if self.intercept else self.bound
 
     @property
     def t1_index(self) -> tuple[NDArrayFloat, NDArrayFloat]:
@@ -278,8 +293,9 @@ class FosrPlan:
 
     @property
     def budget_splits(self) -> list[dict[str, float | str]]:
-        """The two named parts of the release; they sum exactly to ``(epsilon, 0)``."""
-        return [{"name": "T1 (design moments)", "epsilon": self.epsilon1, "delta": 0.0},
+        """The named parts of the release (the public choices, T1, T2); they sum exactly to ``(epsilon, 0)``."""
+        return [*choice_splits(self.public_choices),
+                {"name": "T1 (design moments)", "epsilon": self.epsilon1, "delta": 0.0},
                 {"name": "T2 (cross-moment curves)", "epsilon": self.epsilon2, "delta": 0.0}]
 
     @property
@@ -298,7 +314,7 @@ class FosrPlan:
             ids.add("tuning.fosr.gamma_balanced@1")
         if self.tuning_formula is not None:
             ids.add(self.tuning_formula)
-        return sorted(ids)
+        return sorted(ids | choice_formulas("fosr", self.public_choices))
 
 
 def plan_fosr_release(
@@ -318,6 +334,7 @@ def plan_fosr_release(
     floor: float | None = None,
     secure: bool = True,
     signal_fraction: float = DEFAULT_SIGNAL_FRACTION,
+    public_choices: tuple[PublicChoice, ...] = (),
 ) -> FosrPlan:
     """Fix the noise of a FoSR release from public inputs only (MATH.md §7).
 
@@ -340,6 +357,10 @@ def plan_fosr_release(
             eigenvalue); ``None`` uses :func:`fosr_floor`.
         secure: OpenDP's floating-point-safe samplers; ``False`` uses NumPy (simulations only).
         signal_fraction: prior signal scale of ``risk_prior`` as a fraction of ``tau_Y``.
+        public_choices: ``tau: auto``, a part of ``epsilon`` paid first; ``gamma`` splits the rest between
+            ``T1`` and ``T2``, and ``tau_y`` is the value it released. The balanced ``gamma`` and the rule are
+            computed at ``tau_Y = 1`` (they do not depend on ``tau_Y``), so the cost priced before the draw
+            is the cost after it.
 
     Raises:
         PrivacyParameterError: non-positive epsilon, radii or parameters; ``gamma`` outside (0, 1).
@@ -358,7 +379,8 @@ def plan_fosr_release(
         raise DomainError(f"n ({n}) must exceed the number of regression coefficients p ({p})")
     bound = _validate.positive_finite("bound", bound)
     tau_y = _validate.positive_finite("tau_y", tau_y)
-    epsilon = _validate.positive_finite("epsilon", epsilon)
+    total = _validate.positive_finite("epsilon", epsilon)
+    epsilon = epsilon_after_choices(total, tuple(public_choices))  # T1 and T2 share what the choices leave
     d1 = fosr_t1_sensitivity(p, bound=bound, n=n, intercept=intercept)
     n_t1 = _t1_index(p, intercept)[0].shape[0]
     x_bound = math.sqrt(1.0 + bound * bound) if intercept else bound
@@ -367,9 +389,9 @@ def plan_fosr_release(
         lam = basis.eigenvalues
         # T2's epsilon under the balanced split at the exact_balanced PSS point (public): a provisional share
         pss = pss_iclp_qr("exact_balanced", beta=decay_rate(kernel_spec(kernel), lam), n=n, epsilon=epsilon)
-        d2_0 = fosr_t2_sensitivity(lam, eta=float(pss.eta or 1.0), psi=float(pss.psi or 1.0), tau_y=tau_y, p=p,
+        d2_0 = fosr_t2_sensitivity(lam, eta=float(pss.eta or 1.0), psi=float(pss.psi or 1.0), tau_y=1.0, p=p,
                                    bound=bound, n=n, intercept=intercept)
-        g0 = fosr_gamma_balanced(delta1=d1, n_t1=n_t1, delta2=d2_0, p=p, tau_y=tau_y, x_bound=x_bound,
+        g0 = fosr_gamma_balanced(delta1=d1, n_t1=n_t1, delta2=d2_0, p=p, tau_y=1.0, x_bound=x_bound,
                                  trace=basis.trace) if gamma is None else float(gamma)
         e2 = epsilon * (1.0 - g0)
 
@@ -383,8 +405,9 @@ def plan_fosr_release(
                                                                    tuning=tuning, risk=risk)
     lam = basis.eigenvalues
     d2 = fosr_t2_sensitivity(lam, eta=eta, psi=psi, tau_y=tau_y, p=p, bound=bound, n=n, intercept=intercept)
-    if gamma is None:
-        g, gamma_rule = fosr_gamma_balanced(delta1=d1, n_t1=n_t1, delta2=d2, p=p, tau_y=tau_y, x_bound=x_bound,
+    if gamma is None:  # at tau_Y = 1: gamma depends on tau_Y / Delta2 only, which is free of tau_Y (exactly so here)
+        d2_unit = fosr_t2_sensitivity(lam, eta=eta, psi=psi, tau_y=1.0, p=p, bound=bound, n=n, intercept=intercept)
+        g, gamma_rule = fosr_gamma_balanced(delta1=d1, n_t1=n_t1, delta2=d2_unit, p=p, tau_y=1.0, x_bound=x_bound,
                                             trace=basis.trace), "balanced"
         g = float(f"{g:.2g}")  # two significant digits: a readable public share
     else:
@@ -395,8 +418,8 @@ def plan_fosr_release(
     cal1 = calibrate_iclp(d1, e1, n_basis=n_t1, secure=secure)
     cal2 = calibrate_iclp(d2, e2, n_basis=p * basis.n_basis, secure=secure)
     rho_min = fosr_floor(d1, e1, p) if floor is None else _validate.positive_finite("floor", floor)
-    return FosrPlan(basis, n, p, bool(intercept), bound, tau_y, epsilon, g, e1, e2, gamma_rule, eta, psi, rule,
-                    rule_formula, beta, d1, d2, cal1, cal2, rho_min)
+    return FosrPlan(basis, n, p, bool(intercept), bound, tau_y, total, g, e1, e2, gamma_rule, eta, psi, rule,
+                    rule_formula, beta, d1, d2, cal1, cal2, rho_min, tuple(public_choices))
 
 
 def summarise_fosr(

@@ -39,6 +39,7 @@ from fdpcore.basis.kernels import KernelSpec, kernel_spec
 from fdpcore.data.preprocess import clip_l2
 from fdpcore.errors import DomainError
 from fdpcore.noise.bingham import BinghamChains, sample_matrix_bingham, sample_vector_bingham
+from fdpcore.noise.quantiles import PublicChoice, choice_formulas, choice_splits, epsilon_after_choices
 
 __all__ = [
     "FpcaBasis",
@@ -340,13 +341,15 @@ class FpcaPlan:
     Attributes:
         basis: the public basis and ``Sigma``.
         n_components: ``k``.
-        epsilon: privacy parameter of the release.
+        epsilon: privacy parameter of the release (the public choices included).
         tau: clipping radius.
         prior_strength: ``c`` of the Bingham base measure.
         burn_in: Gibbs sweeps before the single released state (``sampler="gibbs"``, ``k > 1`` only; else 0).
         method: ``"acg"`` or ``"hoff"`` column updates of the Gibbs chain.
         formulas: formula ids this release uses (cited by the manifest).
         sampler: ``"deflation"`` (exact, pure eps-DP) or ``"gibbs"`` (no certified guarantee).
+        public_choices: ``tau: auto`` (:mod:`fdpcore.noise.quantiles`), a named split of ``epsilon`` paid before
+            the components; ``tau`` is then the value it released.
     """
 
     basis: FpcaBasis
@@ -358,6 +361,18 @@ class FpcaPlan:
     method: str = "acg"
     formulas: tuple[str, ...] = ()
     sampler: str = "deflation"
+    public_choices: tuple[PublicChoice, ...] = ()
+
+    @property
+    def epsilon_mechanism(self) -> float:
+        """Epsilon of the exponential mechanism itself: ``epsilon`` minus the public choices."""
+        return epsilon_after_choices(self.epsilon, self.public_choices)
+
+    @property
+    def budget_splits(self) -> list[dict[str, float | str]]:
+        """Named parts of the release (the public choices, then the components); they sum exactly to ``epsilon``."""
+        return [*choice_splits(self.public_choices),
+                {"name": "fpca", "epsilon": self.epsilon_mechanism, "delta": 0.0}]
 
     @property
     def sensitivity(self) -> float:
@@ -376,8 +391,8 @@ class FpcaPlan:
 
     @property
     def epsilon_step(self) -> float:
-        """``epsilon_j = epsilon / k`` of each deflation step (``epsilon`` for one component)."""
-        return self.epsilon / self.n_components
+        """``epsilon_j = epsilon_mechanism / k`` of each deflation step (``epsilon_mechanism`` for one component)."""
+        return self.epsilon_mechanism / self.n_components
 
 
 def plan_fpca_release(
@@ -391,6 +406,7 @@ def plan_fpca_release(
     method: str = "acg",
     sampler: str = "deflation",
     non_private: bool = False,
+    public_choices: tuple[PublicChoice, ...] = (),
 ) -> FpcaPlan:
     """Validate and fix the public parameters of one FPCA release (MATH.md §10.3-10.5).
 
@@ -398,7 +414,9 @@ def plan_fpca_release(
     ``epsilon/k`` each, pure ``epsilon``-DP; ``burn_in`` must not be given. ``sampler="gibbs"``: the
     [AKRS] matrix-Bingham chain; no bound on its distance from the target is certified, so for
     ``k > 1`` it needs ``non_private=True`` (methodologists only; ``fdp release`` refuses it) and
-    ``burn_in`` (default :data:`DEFAULT_BURN_IN`).
+    ``burn_in`` (default :data:`DEFAULT_BURN_IN`). ``public_choices`` (``tau: auto``) are parts of ``epsilon``
+    paid first: the mechanism (and the paper's ``c = epsilon/2``) uses the rest, and ``tau`` is the value they
+    released.
 
     >>> from fdpcore.basis.grids import midpoint_grid
     >>> b = fpca_basis(midpoint_grid(30), {"name": "gaussian", "length_scale": 0.2}, 5)
@@ -406,7 +424,9 @@ def plan_fpca_release(
     >>> p.prior_strength, p.sensitivity, p.exact, p.epsilon_step
     (0.5, 1.0, True, 0.5)
     """
-    eps = _validate.positive_finite("epsilon", epsilon)
+    total = _validate.positive_finite("epsilon", epsilon)
+    choices = tuple(public_choices)
+    eps = epsilon_after_choices(total, choices)  # the exponential mechanism's own part
     t = _validate.positive_finite("tau", tau)
     k = _validate.positive_int("n_components", n_components)
     if k >= basis.n_basis:
@@ -429,7 +449,8 @@ def plan_fpca_release(
         if k > 1:
             formulas += ["sensitivity.fpca.deflated_energy@1", "calibration.fpca.deflation@1",
                          "accounting.pure.sequential@1"]
-        return FpcaPlan(basis, k, eps, t, c, 0, method, tuple(formulas), sampler)
+        return FpcaPlan(basis, k, total, t, c, 0, method, _with_choices(formulas, choices),
+                        sampler, choices)
     if not non_private:
         raise DomainError(
             "sampler ('gibbs') with n_components > 1 has no certified bound on the chain's distance from its target, "
@@ -439,7 +460,13 @@ def plan_fpca_release(
     formulas.append("sampler.bingham.matrix_gibbs@1")
     if method == "hoff":
         formulas.append("sampler.bingham.hoff_scan@1")
-    return FpcaPlan(basis, k, eps, t, c, burn, method, tuple(formulas), sampler)
+    return FpcaPlan(basis, k, total, t, c, burn, method, _with_choices(formulas, choices),
+                    sampler, choices)
+
+
+def _with_choices(formulas: list[str], choices: tuple[PublicChoice, ...]) -> tuple[str, ...]:
+    """``formulas`` followed by the public choices' formula ids not already listed."""
+    return (*formulas, *sorted(choice_formulas("fpca", choices) - set(formulas)))
 
 
 def draw_fpca_components(plan: FpcaPlan, gram: ArrayLike, rng: np.random.Generator) -> NDArrayFloat:
@@ -466,7 +493,7 @@ def draw_fpca_components(plan: FpcaPlan, gram: ArrayLike, rng: np.random.Generat
             z = sample_vector_bingham(a_j, rng)
             frame = np.hstack([frame, (q @ z)[:, None]])
         return frame
-    a = fpca_bingham_parameter(gram, plan.basis.sigma, epsilon=plan.epsilon, tau=plan.tau,
+    a = fpca_bingham_parameter(gram, plan.basis.sigma, epsilon=plan.epsilon_mechanism, tau=plan.tau,
                                prior_strength=plan.prior_strength)
     v = sample_matrix_bingham(a, plan.n_components, rng, n_sweeps=plan.burn_in, method=plan.method)
     out: NDArrayFloat = v[0]

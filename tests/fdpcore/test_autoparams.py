@@ -14,6 +14,7 @@ from fdpcore.errors import DomainError, PrivacyParameterError
 from fdpcore.noise.quantiles import (
     DEFAULT_TAU_RANGE,
     MAX_SHARE,
+    PublicChoice,
     _certified_quantile,
     centre_candidates,
     centre_choice,
@@ -24,6 +25,7 @@ from fdpcore.noise.quantiles import (
     record_levels,
     record_norms,
     split_epsilon,
+    summary_tau_level,
     tau_candidates,
     tau_choice,
     tau_quantile_level,
@@ -173,3 +175,65 @@ def test_public_choice_is_drawn_once_and_recorded() -> None:
     assert rec["candidates"] == {"first": 0.0, "last": 10.0, "count": 201}
     with pytest.raises(DomainError, match="already drawn"):
         draw_public_choice(drawn, [4.0] * 100)
+
+
+# ----------------------------------------------------------------------------- tau: auto of covariance, FoSR, FPCA
+
+
+def test_summary_levels_from_public_inputs() -> None:
+    """tuning.tau.summary_level@1: the mean's rule with the summary's unit noise; the median for FPCA."""
+    n, e, count = 1000, 1.0, 21
+    assert summary_tau_level("fpca", n, e, count) == 0.5
+    for r1 in (1e-4, 0.02, 0.05, 2.0):
+        assert summary_tau_level("covariance", n, e, count, unit_noise_rmse=r1) == tau_quantile_level(n, e, count, r1)
+        fosr = summary_tau_level("fosr", n, e, count, unit_noise_rmse=r1, x_bound=math.sqrt(2.0))
+        assert fosr == tau_quantile_level(n, e, count, r1 / math.sqrt(2.0)) >= tau_quantile_level(n, e, count, r1)
+    # more noise at tau = 1 clips more records (a lower level), down to the median
+    levels = [summary_tau_level("covariance", n, 50.0, count, unit_noise_rmse=r) for r in (1e-4, 0.01, 0.1, 1.0)]
+    assert levels == sorted(levels, reverse=True) and levels[-1] == 0.5 and levels[0] == 1.0 - 1.0 / n
+    with pytest.raises(DomainError):
+        summary_tau_level("covariance", n, e, count)
+    with pytest.raises(DomainError):
+        summary_tau_level("mean", n, e, count, unit_noise_rmse=0.1)
+    with pytest.raises(DomainError, match="x_bound"):
+        summary_tau_level("fosr", n, e, count, unit_noise_rmse=0.1)
+
+
+def _choice(eps: float, value: float | None = None) -> PublicChoice:
+    return PublicChoice("tau", eps, "tuning.tau.dp_norm_quantile@1", 0.5, tau_candidates(0.01, 1.0), value)
+
+
+def test_summary_plans_pay_the_tau_split_first_and_their_cost_does_not_depend_on_tau() -> None:
+    """Covariance, FoSR and FPCA plans: splits ``tau`` then the mechanism's parts, summing exactly to epsilon; the
+    mechanism runs at what the split leaves; re-planning at the drawn tau keeps the cost (check_same_cost)."""
+    from fdpcore.basis.grids import midpoint_grid
+    from fdpcore.summaries.covariance import plan_covariance_release
+    from fdpcore.summaries.fosr import plan_fosr_release
+    from fdpcore.summaries.fpca import fpca_basis, plan_fpca_release
+
+    grid, kernel = midpoint_grid(24), {"name": "matern", "nu": 1.5, "rho": 0.1}
+    basis = fpca_basis(grid, {"name": "gaussian", "length_scale": 0.2}, 5)
+    plans = {
+        "covariance": lambda tau, ch: plan_covariance_release(grid, kernel, n=300, tau=tau, epsilon=1.0,
+                                                              secure=False, public_choices=ch),
+        "fosr": lambda tau, ch: plan_fosr_release(grid, kernel, n=300, n_covariates=2, intercept=True, bound=1.5,
+                                                  tau_y=tau, epsilon=1.0, secure=False, public_choices=ch),
+        "fpca": lambda tau, ch: plan_fpca_release(basis, n_components=2, epsilon=1.0, tau=tau, public_choices=ch),
+    }
+    for name, plan in plans.items():
+        priced, drawn = plan(1.0, (_choice(0.1),)), plan(0.37, (_choice(0.1, 0.37),))
+        assert priced.budget_splits == drawn.budget_splits and priced.epsilon == drawn.epsilon == 1.0, name
+        assert priced.budget_splits[0] == {"name": "tau", "epsilon": 0.1, "delta": 0.0}, name
+        assert math.fsum(float(s["epsilon"]) for s in priced.budget_splits) == 1.0, name
+        assert priced.epsilon_mechanism == 0.9 and {"tuning.tau.summary_level@1",
+                                                    "tuning.tau.dp_norm_quantile@1"} <= set(priced.formulas), name
+        alone = plan(1.0, ())
+        assert alone.epsilon_mechanism == 1.0 and "tuning.tau.summary_level@1" not in alone.formulas, name
+    cov = plans["covariance"](1.0, (_choice(0.1),))
+    assert cov.calibration.scale == pytest.approx(cov.sensitivity / 0.9)  # Laplace at epsilon 0.9
+    fosr = plans["fosr"](1.0, (_choice(0.1),))
+    assert fosr.epsilon1 + fosr.epsilon2 == pytest.approx(0.9) and fosr.epsilon1 == pytest.approx(fosr.gamma * 0.9)
+    fpca = plans["fpca"](1.0, (_choice(0.1),))
+    assert fpca.epsilon_step == pytest.approx(0.45) and fpca.prior_strength == pytest.approx(0.45)  # c = 0.9 / 2
+    with pytest.raises(PrivacyParameterError):
+        plans["fpca"](1.0, (_choice(1.0),))  # nothing left for the mechanism
