@@ -16,8 +16,8 @@ from fdpcore.noise.quantiles import CENTRE_CANDIDATES, DEFAULT_CENTRE_SHARE, DEF
 from fdpcore.privacy.tuning import PSS_RULES_BY_ESTIMATOR
 
 __all__ = [
-    "series_name",
-    "BudgetSpec", "ClippingSpec", "DatasetSpec", "GridSpec", "MeanClippingSpec", "MeanDatasetSpec", "PrivacySpec",
+    "check_tau_auto_engine", "series_name",
+    "AutoClippingSpec", "BudgetSpec", "ClippingSpec", "DatasetSpec", "GridSpec", "MeanClippingSpec", "MeanDatasetSpec", "PrivacySpec",
     "ReleaseConfig", "ReleaseSeriesSpec", "TuningSpec",
 ]
 
@@ -122,8 +122,8 @@ class ClippingSpec(Frozen):
     )
 
 
-class MeanClippingSpec(ClippingSpec):
-    """The mean release's clipping: as :class:`ClippingSpec`, and ``tau`` may be bought (``auto``)."""
+class AutoClippingSpec(ClippingSpec):
+    """As :class:`ClippingSpec`, and ``tau`` may be bought (``auto``): the fields every ``tau: auto`` shares."""
 
     tau: PositiveFloat | Literal["auto"] = Field(  # type: ignore[assignment]
         description="L2 clipping radius tau (MATH.md §1.7) on the rescaled curves, or 'auto': a DP quantile of the "
@@ -140,12 +140,23 @@ class MeanClippingSpec(ClippingSpec):
     )
 
     @model_validator(mode="after")
-    def _range(self) -> MeanClippingSpec:
+    def _range(self) -> AutoClippingSpec:
         if self.tau_range is not None and not self.tau_range[0] < self.tau_range[1]:
             raise ValueError(f"clipping.tau_range ({list(self.tau_range)}) must satisfy lo < hi")
         if self.tau != "auto" and (self.tau_share != DEFAULT_TAU_SHARE or self.tau_range is not None):
             raise ValueError("clipping.tau_share/tau_range are only used with clipping.tau 'auto'")
         return self
+
+
+class MeanClippingSpec(AutoClippingSpec):
+    """The mean release's clipping: as :class:`ClippingSpec`, and ``tau`` may be bought (``auto``)."""
+
+
+def check_tau_auto_engine(clipping: ClippingSpec, engine: EngineSpec) -> None:
+    """Refuse ``clipping.tau: auto`` with a streaming engine: its DP quantile reads every record's norm in memory."""
+    if getattr(clipping, "tau", None) == "auto" and engine.name != "memory":
+        raise ValueError(f"clipping.tau ('auto') needs engine 'memory', not {engine.name!r} (its DP quantile reads "
+                         "every record's norm)")
 
 
 class TuningSpec(Frozen):

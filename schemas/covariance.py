@@ -7,12 +7,13 @@ from typing import Any, Literal
 import numpy as np
 from fdp.schemas._base import Frozen, Internal, PositiveFloat
 from fdp.schemas.config import (
+    AutoClippingSpec,
     BudgetSpec,
-    ClippingSpec,
     DatasetSpec,
     GridSpec,
     PrivacySpec,
     ReleaseSeriesSpec,
+    check_tau_auto_engine,
     kernel_mapping,
 )
 from fdp.schemas.engine import EngineSpec, check_engine_fields
@@ -105,7 +106,9 @@ class CovarianceReleaseConfig(Frozen):
     mechanism: Literal["iclp_qr"] = Field("iclp_qr", description="tensor ICLP-QR with upper-triangle Laplace noise")
     kernel: dict[str, Any] = Field(description="1-D noise kernel c; the surface's noise kernel is c (x) c")
     centering: CovarianceCenteringSpec = Field(description="how curves are centred before their outer products (MATH.md §6)")
-    clipping: ClippingSpec = Field(description="tau: clip of the centred curves (tau_c) or, for sample_mean, of the raw curves")
+    clipping: AutoClippingSpec = Field(
+        description="tau: clip of the centred curves (tau_c) or, for sample_mean, of the raw curves; tau 'auto' buys it "
+        "as a DP quantile of exactly those curves' norms (docs/summaries/covariance.md)")
     tuning: RegularisationSpec = Field(default_factory=lambda: RegularisationSpec(),
                                        description="(eta, psi) of the tensor ICLP-QR: a PSS rule or fixed values")
     output: CovarianceOutputSpec = Field(default_factory=lambda: CovarianceOutputSpec(),
@@ -126,6 +129,7 @@ class CovarianceReleaseConfig(Frozen):
         if self.clipping.sup_clip is not None:
             raise ValueError("clipping.sup_clip is a parameter of the Bernstein mean only")
         check_engine_fields(self.engine, self.dataset.format, None)
+        check_tau_auto_engine(self.clipping, self.engine)
         return self
 
 

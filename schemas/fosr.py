@@ -7,12 +7,13 @@ from typing import Any, Literal
 import numpy as np
 from fdp.schemas._base import Frozen, Internal, PositiveFloat
 from fdp.schemas.config import (
+    AutoClippingSpec,
     BudgetSpec,
-    ClippingSpec,
     DatasetSpec,
     GridSpec,
     PrivacySpec,
     ReleaseSeriesSpec,
+    check_tau_auto_engine,
     kernel_mapping,
 )
 from fdp.schemas.covariance import RegularisationSpec
@@ -115,7 +116,9 @@ class FosrReleaseConfig(Frozen):
     centering: ReferenceCurveSpec | None = Field(
         None, description="public reference curve subtracted from every response before clipping; added back to "
                           "the intercept curve (post-processing)")
-    clipping: ClippingSpec = Field(description="tau: L2 clip radius tau_Y of the (centred, rescaled) responses")
+    clipping: AutoClippingSpec = Field(
+        description="tau: L2 clip radius tau_Y of the (centred, rescaled) responses; tau 'auto' buys it as a DP quantile "
+        "of those responses' norms (docs/summaries/fosr.md)")
     split: SplitSpec = Field(default_factory=lambda: SplitSpec(),
                              description="budget split between T1 and T2 and the safe-inverse floor (MATH.md §7)")
     tuning: RegularisationSpec = Field(default_factory=lambda: RegularisationSpec(),
@@ -155,6 +158,7 @@ class FosrReleaseConfig(Frozen):
         if self.centering is not None and not self.intercept:
             raise ValueError("centering needs intercept: true (the reference curve is added back to the intercept curve)")
         check_engine_fields(self.engine, self.dataset.format, None)
+        check_tau_auto_engine(self.clipping, self.engine)
         return self
 
 

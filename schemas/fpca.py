@@ -12,8 +12,8 @@ from typing import Any, Literal
 import numpy as np
 from fdp.schemas._base import Frozen, Internal, PositiveFloat
 from fdp.schemas.config import (
+    AutoClippingSpec,
     BudgetSpec,
-    ClippingSpec,
     DatasetSpec,
     GridSpec,
     PrivacySpec,
@@ -117,7 +117,9 @@ class FpcaReleaseConfig(Frozen):
     basis: FpcaBasisSpec = Field(default_factory=lambda: FpcaBasisSpec(),
                                  description="the public basis the components are drawn in (MATH.md §10.1)")
     centering: ReferenceCurveSpec | None = Field(None, description="public reference curve subtracted before clipping")
-    clipping: ClippingSpec = Field(description="public clipping radius tau of each (rescaled) record (MATH.md §1.7)")
+    clipping: AutoClippingSpec = Field(
+        description="public clipping radius tau of each (rescaled, centred) record (MATH.md §1.7); tau 'auto' buys it as "
+        "a DP median of those records' norms (docs/summaries/fpca.md)")
     base_measure: BaseMeasureSpec = Field(default_factory=lambda: BaseMeasureSpec(),
                                           description="base measure of the exponential mechanism (MATH.md §10.3)")
     sampler: SamplerSpec = Field(default_factory=lambda: SamplerSpec(),
