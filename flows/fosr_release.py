@@ -19,6 +19,7 @@ from fdp.tasks.fosr import (
     summarise_fosr_stream,
 )
 from fdp.tasks.lineage import lineage_failed
+from fdp.tasks.mean import check_same_cost, choose_public_parameters, plan_public_choices
 from fdp.tasks.streaming import stream_curves
 from prefect import flow
 
@@ -38,11 +39,15 @@ def fosr_release(
 
     Same contract as ``mean_release``. The cost is one charge with two named parts (T1 with
     ``gamma epsilon``, T2 with the rest); the charge is made final right before the single draw of
-    both parts, and the coefficient curves are assembled from the noisy parts only.
+    both parts, and the coefficient curves are assembled from the noisy parts only. With ``tau: auto``
+    the charge also holds the ``tau`` split (priced at ``tau_Y = 1``: the cost does not depend on it);
+    after it, ``tau_Y`` is drawn (a DP quantile of the centred responses' norms), the responses are
+    clipped to it and the plan is finished with it (same cost) before the noise.
     """
     if (done := already_published(ledger_url, release_id, config_sha256, out_dir)) is not None:
         return done
     progress = Progress(release_id)
+    auto = config.clipping.tau == "auto"  # tau_Y bought with budget (engine memory): drawn after the charge, then clipped
     if config.engine.name != "memory":  # local/dask: curves and covariates chunk by chunk into exact sums
         batch = stream_curves(config, config_dir, center=fosr_reference(config), covariates=True)
         plan = plan_fosr(config, batch.n_samples)
@@ -50,18 +55,25 @@ def fosr_release(
         counts = batch.counts
     else:
         curves = load_curves(config, config_dir)
-        plan = plan_fosr(config, curves.n_samples)
+        choices = plan_public_choices(config, curves.n_samples) if auto else ()
+        plan = plan_fosr(config, curves.n_samples, 1.0 if auto else None, choices)
         covariates = load_covariates(config, config_dir, curves.n_samples)
-        batch = clip_curves(center_curves(curves, plan.reference), config)
-        data = summarise_fosr_data(batch, covariates, plan)
+        batch = center_curves(curves, plan.reference)
+        batch = batch if auto else clip_curves(batch, config)
+        data = None if auto else summarise_fosr_data(batch, covariates, plan)
         counts = {**batch.counts, **covariates.counts}  # internal ledger entry only
-    progress(40, "data read, clipped and summarised; noise planned from public inputs")
+    progress(40, "data read" + ("" if auto else ", clipped and summarised") + "; noise planned from public inputs")
     request = fosr_charge_request(config, config_sha256, plan, counts).model_copy(update={"period": period})
     if (done := charge(ledger_url, release_id, request, out_dir, config.budget)) is not None:
         return done
     progress(60, "budget charged; drawing the noise")
     with cancel_unless_noised(ledger_url, release_id):
-        drawn = draw_fosr(ledger_url, release_id, plan, data)
+        if auto:  # marks the charge final before the quantile draw
+            batch, choices = choose_public_parameters(ledger_url, release_id, config, config_dir, batch, choices)
+            plan = plan_fosr(config, batch.n_samples, choices[0].value, choices)
+            check_same_cost(request, plan)
+            data = summarise_fosr_data(batch, covariates, plan)
+        drawn = draw_fosr(ledger_url, release_id, plan, data, auto)
     progress(80, "noise drawn; publishing")
     manifest = publish_fosr(ledger_url, release_id, config, config_sha256, plan, drawn, out_dir)
     progress(100, "published")

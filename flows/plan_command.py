@@ -109,11 +109,13 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
     clip = getattr(config, "clipping", None)
     if getattr(clip, "tau", None) == "auto":
         lo, hi = tau_search_range(config)
+        power = 2 if config.summary in ("covariance", "fpca") else 1  # the noise (FPCA: the temperature) scales as tau^2
+        scale = "linearly with the tau released" if power == 1 else "with the square of the tau released"
         assumptions.append(
             f"tau: auto — part of each epsilon (the 'tau' budget split, about {clip.tau_share:g} of it) buys tau as a DP "
             f"quantile of the record norms over the public range [{lo:g}, {hi:g}]; the errors are priced at tau = 1 and "
-            f"scale linearly with the tau released (at the upper end of the range, tau = {hi:g}, {hi:g}x larger); where "
-            "n * epsilon is too small for the DP quantile, tau is that upper end and nothing is charged for it")
+            f"scale {scale} (at the upper end of the range, tau = {hi:g}, {hi**power:g}x larger); where n * epsilon is "
+            "too small for the DP quantile, tau is that upper end and nothing is charged for it")
     if getattr(ds, "value_offset", None) == "auto":
         assumptions.append("value_offset: auto — part of each epsilon (the 'value_offset' budget split) buys the centre "
                            "as a DP median of the records' levels over the public value_offset_range")
@@ -138,7 +140,8 @@ def print_plan(report: dict[str, Any]) -> None:
     scale = f", value_scale {report['value_scale']:g}" if report["value_scale"] is not None else ""
     tau = ("" if report["tau"] is None else f"tau {report['tau']:g}" if not isinstance(report["tau"], str)
            else "tau auto (a DP quantile of the record norms, charged with the release; the errors below are at tau = 1 "
-                "and scale linearly with the tau it releases)")
+                + ("and scale with the square of the tau it releases)" if report["summary"] in ("covariance", "fpca")
+                   else "and scale linearly with the tau it releases)"))
     if tau or scale:
         print(f"  public inputs: {tau}{scale}")
     left = f"{b['remaining_epsilon']:g}" + (f" (this period {b['period_remaining_epsilon']:g})"

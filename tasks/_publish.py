@@ -67,13 +67,20 @@ def _guarantee(plan: MeanPlan, unit: str) -> str:
     if plan.selection is not None and plan.selection.method == "dp_select":
         text += (f"; of which epsilon {plan.selection.epsilon:g} selects {plan.selection.parameter} by the "
                  "exponential mechanism (MATH.md §5.3) and the rest releases the mean (sequential composition)")
-    for c in plan.public_choices:
-        if c.a_priori:
-            text += f"; {c.name} = {c.value:.6g} is the public upper end of its range (n * epsilon too small to buy it)"
-            continue
-        text += (f"; of which epsilon {c.epsilon:g} buys {c.name} = {c.value:.6g} by OpenDP's DP quantile "
-                 f"(level {c.alpha:.4g}, exponential mechanism; {c.formula_id}), published with the release")
-    return text
+    return text + bought_text(plan.public_choices)
+
+
+def bought_text(choices: Any) -> str:
+    """The guarantee's clause for each public choice bought with the release (``tau: auto``; empty without).
+
+    A choice that bought nothing (``tuning.tau.a_priori_fallback@1``) is named as the public value it is.
+    """
+    return "".join(
+        f"; {c.name} = {c.value:.6g} is the public upper end of its range (n * epsilon too small to buy it)"
+        if c.a_priori else
+        f"; of which epsilon {c.epsilon:g} buys {c.name} = {c.value:.6g} by OpenDP's DP quantile "
+        f"(level {c.alpha:.4g}, exponential mechanism; {c.formula_id}), published with the release"
+        for c in choices)
 
 
 def released_value_offset(config: ReleaseConfig, plan: MeanPlan) -> float:

@@ -36,6 +36,7 @@ from fdpcore.data.accumulate import summarise_covariance_sums
 from fdpcore.data.preprocess import to_source_units
 from fdpcore.errors import ConfigError
 from fdpcore.ledger import Ledger
+from fdpcore.noise.quantiles import PublicChoice
 from fdpcore.privacy.accounting import compose_pure
 from fdpcore.summaries.covariance import (
     covariance_surface,
@@ -102,9 +103,16 @@ def center_curves(batch: CurveBatch, center: Any) -> CurveBatch:
 
 
 @data_task(name="plan-covariance")
-def plan_covariance(config: CovarianceReleaseConfig, n: int, center: Any, link: dict[str, Any] | None) -> CovariancePlanEnvelope:
-    """Fix ``(eta, psi)``, the sensitivity and the OpenDP calibration from public inputs only."""
-    return CovariancePlanEnvelope(plan=covariance_plan(config, n), center=center, link=link)
+def plan_covariance(
+    config: CovarianceReleaseConfig, n: int, center: Any, link: dict[str, Any] | None, tau: float | None = None,
+    choices: tuple[PublicChoice, ...] | None = None,
+) -> CovariancePlanEnvelope:
+    """Fix ``(eta, psi)``, the sensitivity and the OpenDP calibration from public inputs only.
+
+    With ``tau: auto``: ``tau`` is the released value (or 1 for the plan that only prices the charge) and
+    ``choices`` the public choice it was bought with (:func:`fdp.tasks.planning.covariance_plan`).
+    """
+    return CovariancePlanEnvelope(plan=covariance_plan(config, n, tau, choices), center=center, link=link)
 
 
 @data_task(name="summarise-covariance-sums")
@@ -122,23 +130,25 @@ def summarise_covariance_curves(batch: CurveBatch, plan: CovariancePlanEnvelope)
 def covariance_charge_request(
     config: CovarianceReleaseConfig, config_sha256: str, plan: CovariancePlanEnvelope, counts: dict[str, int]
 ) -> ChargeRequest:
-    """What the ledger is asked to charge: the whole epsilon, one part (the surface)."""
+    """What the ledger is asked to charge: the whole epsilon, in named parts (``tau`` when bought, the surface)."""
     p = plan.plan
     internal: dict[str, Any] = {"counts": counts}
     if plan.link is not None:
         internal["centering_release_id"] = plan.link["centering_release_id"]
     return ChargeRequest(
         dataset_id=config.dataset.id, summary="covariance", mechanism=config.mechanism, epsilon=p.epsilon, delta=0.0,
-        sensitivity_formula=p.sensitivity_formula,
-        budget_splits=[{"name": "covariance", "epsilon": p.epsilon, "delta": 0.0}],  # type: ignore[list-item]
+        sensitivity_formula=p.sensitivity_formula, budget_splits=p.budget_splits,
         config_sha256=config_sha256, internal=internal,
     )
 
 
 @noise_task(name="draw-covariance")
-def draw_covariance(ledger_url: str, release_id: str, plan: CovariancePlanEnvelope, summary: CovarianceSummary) -> Any:
-    """Mark the charge as final, then draw the OpenDP Laplace noise once (no retries, cache or persistence)."""
-    mark_noised(ledger_url, release_id)
+def draw_covariance(
+    ledger_url: str, release_id: str, plan: CovariancePlanEnvelope, summary: CovarianceSummary, noised: bool = False
+) -> Any:
+    """Mark the charge as final (unless ``tau: auto``'s draw already did), then draw the OpenDP Laplace noise once."""
+    if not noised:
+        mark_noised(ledger_url, release_id)
     return draw_covariance_release(plan.plan, summary.coefficients, draws=1)[0]
 
 
@@ -177,7 +187,8 @@ def public_covariance_release(
     l2_source, l2 = expected_l2_error(config, p)  # type: ignore[misc]
     unit = ds.privacy_unit
     guarantee = (f"pure {p.epsilon:g}-differential privacy for each {unit} (replace-one adjacency, n public), by the "
-                 "tensor ICLP-QR mechanism with Laplace noise on the upper triangle of the surface's coefficients")
+                 "tensor ICLP-QR mechanism with Laplace noise on the upper triangle of the surface's coefficients"
+                 + _publish.bought_text(p.public_choices))
     if plan.link is not None:
         guarantee += (f"; the centre is the private mean release {plan.link['centering_release_id']!r} "
                       f"(epsilon {plan.link['centering_epsilon']:g}), so both releases together are "
@@ -186,7 +197,7 @@ def public_covariance_release(
     manifest = CovarianceManifest(
         release_id=release_id, dataset_id=ds.id, mechanism=config.mechanism, n=p.n,
         privacy={"epsilon": p.epsilon, "delta": 0.0, "privacy_unit": unit, "guarantee": guarantee},  # type: ignore[arg-type]
-        budget_splits=[{"name": "covariance", "epsilon": p.epsilon, "delta": 0.0}],  # type: ignore[list-item]
+        budget_splits=p.budget_splits,  # type: ignore[arg-type]
         sensitivity={"norm": "1,C(x)C on the upper triangle j <= l (l1 of the whitened coefficients)",  # type: ignore[arg-type]
                      "value": p.sensitivity, "bound": p.sensitivity_formula, "attained_lower_bound": _lower_bound(p)},
         parameters={
@@ -200,6 +211,7 @@ def public_covariance_release(
                           "mode": "public centre, centred curves clipped to tau_c" if p.centering == "public"
                           else "sample mean of the clipped records (larger bound)"},
             "tau": p.tau, "normalisation": "1/n",
+            **({"public_choices": [c.as_manifest() for c in p.public_choices]} if p.public_choices else {}),
             "privacy_unit": unit, "contribution_rule": CONTRIBUTION_RULE,
             "psd_projection": out.psd, "n_components": k,
             "time_domain": list(ds.time_domain), "value_offset": ds.value_offset, "value_scale": ds.value_scale,

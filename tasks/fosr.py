@@ -30,14 +30,21 @@ from fdpcore.data.accumulate import summarise_fosr_sums
 from fdpcore.data.preprocess import to_source_units
 from fdpcore.errors import DataError
 from fdpcore.io.covariates import read_unit_covariates
+from fdpcore.noise.quantiles import PublicChoice
 from fdpcore.summaries.fosr import clip_covariates, draw_fosr_release, fosr_t2_noise_band, summarise_fosr
 from fdpcore.summaries.fpca import reference_on_grid
 
 
 @data_task(name="plan-fosr")
-def plan_fosr(config: FosrReleaseConfig, n: int) -> FosrPlanEnvelope:
-    """Fix gamma, (eta, psi), both sensitivities, both OpenDP calibrations and the floor from public inputs."""
-    return FosrPlanEnvelope(plan=fosr_plan(config, n), reference=fosr_reference(config))
+def plan_fosr(
+    config: FosrReleaseConfig, n: int, tau: float | None = None, choices: tuple[PublicChoice, ...] | None = None
+) -> FosrPlanEnvelope:
+    """Fix gamma, (eta, psi), both sensitivities, both OpenDP calibrations and the floor from public inputs.
+
+    With ``tau: auto``: ``tau`` is the released ``tau_Y`` (or 1 for the plan that only prices the charge) and
+    ``choices`` the public choice it was bought with (:func:`fdp.tasks.planning.fosr_plan`).
+    """
+    return FosrPlanEnvelope(plan=fosr_plan(config, n, tau, choices), reference=fosr_reference(config))
 
 
 def fosr_reference(config: FosrReleaseConfig) -> Any:
@@ -80,7 +87,7 @@ def summarise_fosr_stream(batch: StreamBatch, plan: FosrPlanEnvelope) -> FosrDat
 def fosr_charge_request(
     config: FosrReleaseConfig, config_sha256: str, plan: FosrPlanEnvelope, counts: dict[str, int]
 ) -> ChargeRequest:
-    """The whole epsilon in two named parts (T1, T2) that sum exactly to it."""
+    """The whole epsilon in named parts (``tau`` when bought, T1, T2) that sum exactly to it."""
     p = plan.plan
     return ChargeRequest(
         dataset_id=config.dataset.id, summary="fosr", mechanism=config.mechanism, epsilon=p.epsilon, delta=0.0,
@@ -90,9 +97,10 @@ def fosr_charge_request(
 
 
 @noise_task(name="draw-fosr")
-def draw_fosr(ledger_url: str, release_id: str, plan: FosrPlanEnvelope, data: FosrData) -> Any:
-    """Mark the charge as final, then draw both parts' OpenDP noise once and assemble beta~ (post-processing)."""
-    mark_noised(ledger_url, release_id)
+def draw_fosr(ledger_url: str, release_id: str, plan: FosrPlanEnvelope, data: FosrData, noised: bool = False) -> Any:
+    """Mark the charge final (unless ``tau: auto``'s draw did), draw both parts' noise once, assemble beta~."""
+    if not noised:
+        mark_noised(ledger_url, release_id)
     coef, t1 = draw_fosr_release(plan.plan, data.t1, data.t2, draws=1)
     return coef[0], t1[0]
 
@@ -123,7 +131,7 @@ def public_fosr_release(
     guarantee = (f"pure {p.epsilon:g}-differential privacy for each {ds.privacy_unit} (replace-one adjacency, n public): "
                  f"Laplace noise on the design moments T1 (epsilon {p.epsilon1:g}) and ICLP noise on the cross-moment "
                  f"curves T2 (epsilon {p.epsilon2:g}), sequential composition; the coefficient curves are "
-                 "post-processing")
+                 "post-processing" + _publish.bought_text(p.public_choices))
     manifest = FosrManifest(
         release_id=release_id, dataset_id=ds.id, mechanism=config.mechanism, n=p.n,
         privacy={"epsilon": p.epsilon, "delta": 0.0, "privacy_unit": ds.privacy_unit, "guarantee": guarantee},  # type: ignore[arg-type]
@@ -146,6 +154,7 @@ def public_fosr_release(
             "p": p.p, "covariate_bound": p.bound,
             "covariate_bound_meaning": "||z_i||_2 <= B_z on the non-constant covariates" if p.intercept
             else "||x_i||_2 <= B_x", "tau_y": p.tau_y,
+            **({"public_choices": [c.as_manifest() for c in p.public_choices]} if p.public_choices else {}),
             "gamma": p.gamma, "gamma_rule": "tuning.fosr.gamma_balanced@1" if p.gamma_rule == "balanced" else "fixed",
             "safe_inverse_floor": p.floor,
             "safe_inverse_floor_rule": "c Delta1/(gamma eps), c = max(sqrt(2 log p^2), 1)" if config.split.floor is None

@@ -29,6 +29,7 @@ from threadpoolctl import threadpool_limits
 
 import fdpcore
 from fdpcore.data.preprocess import to_source_units
+from fdpcore.noise.quantiles import PublicChoice
 from fdpcore.summaries.fpca import (
     FpcaPlan,
     draw_fpca_components,
@@ -40,10 +41,17 @@ PLOT_FILE = "components.png"
 
 
 @data_task(name="plan-fpca")
-def plan_fpca(config: FpcaReleaseConfig) -> FpcaPlanEnvelope:
-    """Fix the basis, Sigma, tau, c and the burn-in from public inputs only."""
+def plan_fpca(
+    config: FpcaReleaseConfig, n: int | None = None, tau: float | None = None,
+    choices: tuple[PublicChoice, ...] | None = None,
+) -> FpcaPlanEnvelope:
+    """Fix the basis, Sigma, tau, c and the burn-in from public inputs only.
+
+    With ``tau: auto``: ``tau`` is the released value (or 1 for the plan that only prices the charge) and
+    ``choices`` the public choice it was bought with (:func:`fdp.tasks.planning.fpca_plan`; ``n`` sizes its split).
+    """
     grid = release_grid(config)  # type: ignore[arg-type]
-    plan = fpca_plan(config)  # the same plan `fdp plan` reports (fdp.tasks.planning)
+    plan = fpca_plan(config, n, tau, choices)  # the same plan `fdp plan` reports (fdp.tasks.planning)
     reference = None
     if config.centering is not None:
         ds = config.dataset
@@ -71,24 +79,29 @@ def summarise_fpca(batch: CurveBatch, plan: FpcaPlanEnvelope) -> FpcaGram:
 def fpca_charge_request(
     config: FpcaReleaseConfig, config_sha256: str, plan: FpcaPlanEnvelope, counts: dict[str, int]
 ) -> ChargeRequest:
-    """What the ledger is asked to charge: the whole epsilon, one part."""
+    """What the ledger is asked to charge: the whole epsilon, in named parts (``tau`` when bought, the components)."""
     p: FpcaPlan = plan.plan
     return ChargeRequest(
         dataset_id=config.dataset.id, summary="fpca", mechanism=config.mechanism, epsilon=p.epsilon, delta=0.0,
         sensitivity_formula="sensitivity.fpca.projection_energy@1",
-        budget_splits=[{"name": "fpca", "epsilon": p.epsilon, "delta": 0.0}],  # type: ignore[list-item]
+        budget_splits=p.budget_splits,  # type: ignore[arg-type]
         config_sha256=config_sha256, internal={"counts": counts},
     )
 
 
 @noise_task(name="draw-components")
-def draw_components(ledger_url: str, release_id: str, plan: FpcaPlanEnvelope, gram: FpcaGram) -> Any:
-    """Mark the charge as final, then draw the single released state (no retries, cache or persistence).
+def draw_components(
+    ledger_url: str, release_id: str, plan: FpcaPlanEnvelope, gram: FpcaGram, noised: bool = False
+) -> Any:
+    """Mark the charge as final (unless ``tau: auto``'s draw did), then draw the single released state once.
+
+    No retries, cache or persistence.
 
     The generator is seeded from :mod:`secrets` and lives only inside this task: the seed
     and the chain's intermediate states are never stored, logged or returned.
     """
-    mark_noised(ledger_url, release_id)
+    if not noised:
+        mark_noised(ledger_url, release_id)
     rng = np.random.Generator(np.random.PCG64(secrets.randbits(128)))
     # The sampler makes many tiny LAPACK calls; BLAS worker threads only add wake-up latency
     # (orders of magnitude on a busy machine), so the draw runs single-threaded.
@@ -102,10 +115,15 @@ def _fpca_guarantee(p: FpcaPlan, unit: str) -> str:
         raise fdpcore.InternalError("an FPCA release without a certified guarantee cannot be published")
     text = (f"pure {p.epsilon:g}-differential privacy for each {unit} (replace-one adjacency, n public), by the "
             "exponential mechanism with a Bingham base measure")
+    eps = f"{p.epsilon_mechanism:g}" if p.public_choices else "epsilon"  # what the tau split leaves, when bought
+    if p.public_choices:
+        text += f" at epsilon {eps}"
     if p.n_components == 1:
-        return text + "; the released state is an exact draw"
-    return (text + f", applied {p.n_components} times on successively deflated subspaces (epsilon/{p.n_components} "
-            "each, sequential composition); every released state is an exact draw")
+        text += "; the released state is an exact draw"
+    else:
+        text += (f", applied {p.n_components} times on successively deflated subspaces ({eps}/{p.n_components} "
+                 "each, sequential composition); every released state is an exact draw")
+    return text + _publish.bought_text(p.public_choices)
 
 
 def _components_png(t_source: Any, curves: Any, config: FpcaReleaseConfig, plan: FpcaPlanEnvelope) -> bytes:
@@ -118,7 +136,7 @@ def _components_png(t_source: Any, curves: Any, config: FpcaReleaseConfig, plan:
     ds = config.dataset
     ref = plan.reference if plan.reference is not None else np.zeros(curves.shape[0])
     base = ds.value_offset + ds.value_scale * np.asarray(ref)
-    step = ds.value_scale * config.clipping.tau / 2.0
+    step = ds.value_scale * plan.plan.tau / 2.0
     k = curves.shape[1]
     return profiles_png(
         t_source, base, {f"component {r + 1}": step * curves[:, r] for r in range(k)}, xlabel=ds.time_column,
@@ -149,7 +167,7 @@ def public_fpca_release(
             "epsilon": p.epsilon, "delta": 0.0, "privacy_unit": ds.privacy_unit,
             "guarantee": _fpca_guarantee(p, ds.privacy_unit),
         },
-        budget_splits=[{"name": "fpca", "epsilon": p.epsilon, "delta": 0.0}],  # type: ignore[list-item]
+        budget_splits=p.budget_splits,  # type: ignore[arg-type]
         sensitivity={"value": p.sensitivity, "bound": "sensitivity.fpca.projection_energy@1"},  # type: ignore[arg-type]
         parameters={
             "grid": {"rule": grid.rule, "size": grid.size, "domain": list(grid.domain_range),
@@ -160,9 +178,12 @@ def public_fpca_release(
                       "rule": None if config.basis.length_scale else "tuning.fpca.gaussian_basis@1"},
             "base_measure": {"form": "bingham", "density": "etr(-c V^T Sigma^-1 V) on the Stiefel manifold",
                              "prior_strength": p.prior_strength,
-                             "prior_strength_rule": "paper: c = epsilon/2" if config.base_measure.prior_strength == "paper" else "fixed"},
+                             "prior_strength_rule": ("fixed" if config.base_measure.prior_strength != "paper" else
+                                                     "paper: c = epsilon/2" if not p.public_choices else
+                                                     "paper: c = epsilon/2, epsilon of the mechanism (after the tau split)")},
             "density": "p(V) ∝ etr(V^T A V), A = epsilon/(2 tau^2) X^T X - c Sigma^-1 (Haar measure)",
             "tau": p.tau,
+            **({"public_choices": [c.as_manifest() for c in p.public_choices]} if p.public_choices else {}),
             "centering": None if config.centering is None else {
                 "time": config.centering.time, "value": config.centering.value, "source": config.centering.source},
             "time_domain": list(ds.time_domain),

@@ -9,7 +9,7 @@ from fdp.schemas import ChargeRequest, CurveBatch, MeanSummary, NoisePlan, Relea
 from fdp.tasks import _publish
 from fdp.tasks._settings import data_task, noise_task
 from fdp.tasks.ledger import close_release, mark_noised, period_and_budget, provenance
-from fdp.tasks.planning import mean_plan, mean_public_choices, release_grid
+from fdp.tasks.planning import mean_plan, public_choices, release_grid
 
 import fdpcore
 from fdpcore.data.preprocess import align_long, clip_l2, rescale_long
@@ -70,15 +70,18 @@ def clip_curves(batch: CurveBatch, config: ReleaseConfig, tau: float | None = No
                       unit_ids=batch.unit_ids)
 
 
-def uses_public_choices(config: ReleaseConfig) -> bool:
-    """Whether the release buys ``tau`` or ``value_offset`` with budget (``auto``)."""
-    return config.clipping.tau == "auto" or config.dataset.value_offset == "auto"
+def uses_public_choices(config: Any) -> bool:
+    """Whether the release buys ``tau`` or ``value_offset`` with budget (``auto``; any curve release config)."""
+    return config.clipping.tau == "auto" or getattr(config.dataset, "value_offset", None) == "auto"
 
 
 @data_task(name="plan-public-choices")
-def plan_public_choices(config: ReleaseConfig, n: int) -> tuple[PublicChoice, ...]:
-    """The splits, candidates and quantile levels of ``value_offset: auto`` / ``tau: auto`` (public inputs only)."""
-    return mean_public_choices(config, n)
+def plan_public_choices(config: Any, n: int) -> tuple[PublicChoice, ...]:
+    """The splits, candidates and quantile levels of ``value_offset: auto`` / ``tau: auto`` (public inputs only).
+
+    Any curve release config: the mean's choices, or ``tau: auto`` of a covariance, FoSR or FPCA release.
+    """
+    return public_choices(config, n)
 
 
 @data_task(name="plan-release")
@@ -97,14 +100,16 @@ def plan_release(
 
 @noise_task(name="choose-public-parameters")
 def choose_public_parameters(
-    ledger_url: str, release_id: str, config: ReleaseConfig, config_dir: str, batch: CurveBatch,
+    ledger_url: str, release_id: str, config: Any, config_dir: str, batch: CurveBatch,
     choices: tuple[PublicChoice, ...],
 ) -> tuple[CurveBatch, tuple[PublicChoice, ...]]:
     """Draw the bought public parameters (after the charge; marks it final first), then clip.
 
-    The centre first: a DP median of the records' domain averages (source units, read at offset 0),
-    then the curves are re-read with it as ``value_offset``; then ``tau``: a DP quantile of the
-    records' norms; the curves are clipped to it. Every draw is OpenDP's; nothing pre-noise leaves.
+    The centre first (mean only): a DP median of the records' domain averages (source units, read at
+    offset 0), then the curves are re-read with it as ``value_offset``; then ``tau``: a DP quantile of
+    the norms of ``batch``'s records — exactly the records the clip applies to (a covariance, FoSR or
+    FPCA release passes them centred by its public or released centre, or raw for a sample-mean
+    covariance); they are clipped to it. Every draw is OpenDP's; nothing pre-noise leaves.
     """
     mark_noised(ledger_url, release_id)  # the quantiles depend on the data: never refunded after this
     weights = release_grid(config).weights
@@ -166,11 +171,15 @@ def publish_release(
     return manifest
 
 
-def check_same_cost(request: ChargeRequest, plan: NoisePlan) -> None:
-    """Refuse to draw when the finished plan's cost differs from what was charged (a broken invariant)."""
+def check_same_cost(request: ChargeRequest, plan: Any) -> None:
+    """Refuse to draw when the finished plan's cost differs from what was charged (a broken invariant).
+
+    ``plan`` is any envelope whose ``plan`` has ``budget_splits`` and ``epsilon`` (``delta`` 0 when absent).
+    """
     charged = [(s.name, s.epsilon, s.delta) for s in request.budget_splits]
     planned = [(str(s["name"]), float(s["epsilon"]), float(s["delta"])) for s in plan.plan.budget_splits]
-    if charged != planned or request.epsilon != plan.plan.epsilon or request.delta != plan.plan.delta:
+    delta = getattr(plan.plan, "delta", 0.0)
+    if charged != planned or request.epsilon != plan.plan.epsilon or request.delta != delta:
         raise fdpcore.InternalError(f"the finished plan costs {planned} but the ledger charged {charged}")
 
 

@@ -24,7 +24,14 @@ from fdpcore.io.eigencache import enable_disk_cache
 from fdpcore.io.tables import count_units
 from fdpcore.ledger import Ledger
 from fdpcore.noise.iclp import whitened_pointwise_band
-from fdpcore.noise.quantiles import PublicChoice, default_tau_range
+from fdpcore.noise.quantiles import (
+    PublicChoice,
+    choice_epsilon,
+    default_tau_range,
+    summary_tau_level,
+    tau_candidates,
+    tau_choice,
+)
 from fdpcore.privacy.tuning import DEFAULT_SIGNAL_FRACTION
 from fdpcore.summaries.covariance import plan_covariance_release
 from fdpcore.summaries.erm import plan_erm_release
@@ -36,7 +43,8 @@ from fdpcore.summaries.mean import auto_public_choices, candidate_plans, plan_me
 __all__ = [
     "BAND_LEVEL", "Accuracy", "accuracy", "build_plan", "count_config_units", "count_units_of_file", "covariance_centering_check",
     "covariance_plan", "erm_plan", "expected_l2_error",
-    "fosr_plan", "fpca_plan", "kde_plan", "mean_plan", "mean_public_choices", "tau_search_range", "noise_band", "point_axes", "release_grid",
+    "fosr_plan", "fpca_plan", "kde_plan", "mean_plan", "mean_public_choices", "public_choices", "tau_public_choices",
+    "tau_search_range", "noise_band", "point_axes", "release_grid",
 ]
 
 #: Level of the published pointwise noise band.
@@ -102,36 +110,102 @@ def mean_plan(config: Any, n: int, tau: float | None = None, choices: tuple[Publ
     )
 
 
-def covariance_plan(config: Any, n: int) -> Any:
-    """The :class:`fdpcore.summaries.covariance.CovariancePlan` of a covariance config."""
+def _radius(config: Any, tau: float | None) -> float:
+    """The clip radius a plan is priced at: the drawn ``tau``, the config's, or 1 for an undrawn ``tau: auto``."""
+    radius = tau if tau is not None else config.clipping.tau
+    return 1.0 if radius == "auto" else float(radius)
+
+
+def _choices(config: Any, n: int | None, choices: tuple[PublicChoice, ...] | None) -> tuple[PublicChoice, ...]:
+    if choices is not None:
+        return choices
+    if config.clipping.tau != "auto":
+        return ()
+    if n is None:
+        raise FdpError("tau: auto needs n to plan its split (fdp.tasks.planning.tau_public_choices)")
+    return tau_public_choices(config, n)
+
+
+def covariance_plan(config: Any, n: int, tau: float | None = None,
+                    choices: tuple[PublicChoice, ...] | None = None) -> Any:
+    """The :class:`fdpcore.summaries.covariance.CovariancePlan` of a covariance config.
+
+    With ``tau: auto`` and no drawn ``tau`` it is priced at ``tau = 1`` (cost and splits do not depend on ``tau``;
+    the noise scales with ``tau^2``); ``choices`` default to the config's undrawn public choices.
+    """
     t = config.tuning
     return plan_covariance_release(
-        release_grid(config), config.kernel, n=n, tau=config.clipping.tau, epsilon=config.privacy.epsilon,
+        release_grid(config), config.kernel, n=n, tau=_radius(config, tau), epsilon=config.privacy.epsilon,
         centering="sample_mean" if config.centering.kind == "sample_mean" else "public",
-        eta=t.eta, psi=t.psi, tuning=t.rule, secure=True,
+        eta=t.eta, psi=t.psi, tuning=t.rule, secure=True, public_choices=_choices(config, n, choices),
     )
 
 
-def fosr_plan(config: Any, n: int) -> Any:
-    """The :class:`fdpcore.summaries.fosr.FosrPlan` of a FoSR config (``p`` counts the encoded design columns)."""
+def fosr_plan(config: Any, n: int, tau: float | None = None, choices: tuple[PublicChoice, ...] | None = None) -> Any:
+    """The :class:`fdpcore.summaries.fosr.FosrPlan` of a FoSR config (``p`` counts the encoded design columns).
+
+    ``tau`` and ``choices``: as :func:`covariance_plan` (``T2``'s noise scales linearly with ``tau_Y``).
+    """
     t = config.tuning
     return plan_fosr_release(
         release_grid(config), config.kernel, n=n, n_covariates=config.n_design_columns, intercept=config.intercept,
-        bound=config.covariate_bound, tau_y=config.clipping.tau, epsilon=config.privacy.epsilon,
+        bound=config.covariate_bound, tau_y=_radius(config, tau), epsilon=config.privacy.epsilon,
         gamma=config.split.gamma, eta=t.eta, psi=t.psi, tuning=t.rule, floor=config.split.floor, secure=True,
+        public_choices=_choices(config, n, choices),
     )
 
 
-def fpca_plan(config: Any) -> Any:
-    """The :class:`fdpcore.summaries.fpca.FpcaPlan` of an FPCA config (``n`` does not enter the mechanism)."""
+def fpca_plan(config: Any, n: int | None = None, tau: float | None = None,
+              choices: tuple[PublicChoice, ...] | None = None) -> Any:
+    """The :class:`fdpcore.summaries.fpca.FpcaPlan` of an FPCA config.
+
+    ``n`` does not enter the mechanism; only the split and level of ``tau: auto`` need it. ``tau`` and
+    ``choices``: as :func:`covariance_plan`.
+    """
     grid = release_grid(config)
     spec = config.basis
     ell = spec.length_scale or gaussian_length_scale(grid, spec.n_basis, spec.explained)
     basis = fpca_basis(grid, {"name": spec.kernel, "length_scale": ell}, spec.n_basis)
     c = None if config.base_measure.prior_strength == "paper" else float(config.base_measure.prior_strength)
     return plan_fpca_release(basis, n_components=config.n_components, epsilon=config.privacy.epsilon,
-                             tau=config.clipping.tau, prior_strength=c, burn_in=config.sampler.burn_in,
-                             method=config.sampler.method, sampler=config.sampler.kind)
+                             tau=_radius(config, tau), prior_strength=c, burn_in=config.sampler.burn_in,
+                             method=config.sampler.method, sampler=config.sampler.kind,
+                             public_choices=_choices(config, n, choices))
+
+
+def tau_public_choices(config: Any, n: int) -> tuple[PublicChoice, ...]:
+    """``tau: auto`` of a covariance, FoSR or FPCA config, not yet drawn: its split, candidates and level (no data).
+
+    The split is :func:`fdpcore.noise.quantiles.choice_epsilon` of ``clipping.tau_share`` (as the mean's); the level
+    is :func:`fdpcore.noise.quantiles.summary_tau_level` (formula ``tuning.tau.summary_level@1``) from the
+    release's own expected noise at ``tau = 1`` (its plan with the same split), or the median for FPCA.
+    """
+    clip = config.clipping
+    if clip.tau != "auto":
+        return ()
+    enable_disk_cache()
+    search = tau_search_range(config)
+    count = len(tau_candidates(*search))
+    e_tau = choice_epsilon("tau", n, config.privacy.epsilon, clip.tau_share, count)
+    provisional = (tau_choice(n, e_tau, 1.0, search),)
+    summary = config.summary
+    if summary == "fpca":
+        alpha = summary_tau_level(summary, n, e_tau, count)
+    elif summary == "covariance":
+        unit = covariance_plan(config, n, 1.0, provisional)
+        alpha = summary_tau_level(summary, n, e_tau, count, unit_noise_rmse=math.sqrt(unit.expected_sq_l2_error))
+    else:
+        unit = fosr_plan(config, n, 1.0, provisional)
+        alpha = summary_tau_level(summary, n, e_tau, count, unit_noise_rmse=math.sqrt(unit.expected_sq_l2_error_t2),
+                                  x_bound=unit.x_bound)
+    return (tau_choice(n, e_tau, 1.0, search, alpha=alpha),)
+
+
+def public_choices(config: Any, n: int) -> tuple[PublicChoice, ...]:
+    """The undrawn public choices of any curve release config (the mean's, or ``tau: auto`` of the others)."""
+    if config.summary == "mean":
+        return mean_public_choices(config, n)
+    return tau_public_choices(config, n)
 
 
 def kde_plan(config: Any, n: int) -> Any:
@@ -154,7 +228,7 @@ def build_plan(config: Any, n: int) -> Any:
     """The fdpcore plan of any release config (dispatch on ``config.summary``)."""
     summary = config.summary
     if summary == "fpca":
-        return fpca_plan(config)
+        return fpca_plan(config, n)
     return {"mean": mean_plan, "covariance": covariance_plan, "fosr": fosr_plan, "kde": kde_plan,
             "erm": erm_plan}[summary](config, n)
 

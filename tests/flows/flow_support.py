@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -70,3 +72,33 @@ def artifacts(key: str) -> list[str]:
     with get_client(sync_client=True) as client:
         arts = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])))
     return [str(a.data) for a in arts]
+
+
+def assert_claims_agree(manifest: dict[str, Any], record: Any) -> None:
+    """The manifest's privacy block, its guarantee text, its budget splits and the ledger's charge state one cost."""
+    assert record is not None and record.state == "published"
+    p = manifest["privacy"]
+    eps, delta = p["epsilon"], p["delta"]
+    # ledger charge == privacy block == sum of the budget splits (same parts in both)
+    assert (record.epsilon, record.delta) == (eps, delta)
+    assert record.budget_splits == manifest["budget_splits"]
+    assert math.fsum(s["epsilon"] for s in manifest["budget_splits"]) == eps
+    assert math.fsum(s["delta"] for s in manifest["budget_splits"]) == delta
+    assert record.public is not None and record.public["manifest"] == manifest
+    text = p["guarantee"]
+    non_private = bool(manifest["parameters"].get("non_private"))
+    assert record.non_private == non_private
+    if non_private:
+        assert text.startswith("NOT differentially private")
+        return
+    assert "NOT" not in text
+    if delta == 0:
+        assert f"pure {eps:g}-differential privacy" in text and record.rho is None
+    else:
+        assert f"({eps:g}, {delta:g})-differential privacy" in text and "pure" not in text
+        assert record.rho is not None and record.rho > 0  # a zCDP form exists (Gaussian mechanism)
+    assert "replace-one" in text and p["adjacency"] == "replace-one" and p["privacy_unit"] in text
+    assert "Gibbs" not in text and "MCMC" not in text  # every published state is an exact draw
+    sampler = manifest.get("sampler")
+    if sampler is not None:
+        assert sampler["exact"] is True and "exact draw" in text

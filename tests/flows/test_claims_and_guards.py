@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import json
-import math
 import shutil
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from typing import Any
 import pandas as pd
 import pytest
 import yaml
-from flow_support import REPO, release
+from flow_support import REPO, assert_claims_agree, release
 
 from fdpcore.ledger import Ledger
 
@@ -74,33 +73,7 @@ ALL = [ex if ex in PER_SUMMARY else pytest.param(ex, marks=pytest.mark.slow) for
 @pytest.mark.parametrize("example", ALL)
 def test_guarantee_text_privacy_block_and_ledger_charge_agree(published: Published, example: str) -> None:
     manifest = _manifest(published.out(example))
-    record = Ledger(published.ledger(example)).get(f"r-{example}")
-    assert record is not None and record.state == "published"
-    p = manifest["privacy"]
-    eps, delta = p["epsilon"], p["delta"]
-    # ledger charge == privacy block == sum of the budget splits (same parts in both)
-    assert (record.epsilon, record.delta) == (eps, delta)
-    assert record.budget_splits == manifest["budget_splits"]
-    assert math.fsum(s["epsilon"] for s in manifest["budget_splits"]) == eps
-    assert math.fsum(s["delta"] for s in manifest["budget_splits"]) == delta
-    assert record.public is not None and record.public["manifest"] == manifest
-    text = p["guarantee"]
-    non_private = bool(manifest["parameters"].get("non_private"))
-    assert record.non_private == non_private
-    if non_private:
-        assert text.startswith("NOT differentially private")
-        return
-    assert "NOT" not in text
-    if delta == 0:
-        assert f"pure {eps:g}-differential privacy" in text and record.rho is None
-    else:
-        assert f"({eps:g}, {delta:g})-differential privacy" in text and "pure" not in text
-        assert record.rho is not None and record.rho > 0  # a zCDP form exists (Gaussian mechanism)
-    assert "replace-one" in text and p["adjacency"] == "replace-one" and p["privacy_unit"] in text
-    assert "Gibbs" not in text and "MCMC" not in text  # every published state is an exact draw
-    sampler = manifest.get("sampler")
-    if sampler is not None:
-        assert sampler["exact"] is True and "exact draw" in text
+    assert_claims_agree(manifest, Ledger(published.ledger(example)).get(f"r-{example}"))
 
 
 @pytest.mark.parametrize("example", ALL)
