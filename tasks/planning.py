@@ -19,13 +19,14 @@ from typing import Any
 import numpy as np
 
 from fdpcore.basis.grids import Grid, make_grid
-from fdpcore.errors import FdpError
+from fdpcore.errors import FdpError, PrivacyParameterError
 from fdpcore.io.eigencache import enable_disk_cache
 from fdpcore.io.tables import count_units
 from fdpcore.ledger import Ledger
 from fdpcore.noise.iclp import whitened_pointwise_band
 from fdpcore.noise.quantiles import (
     PublicChoice,
+    a_priori_tau_choice,
     choice_epsilon,
     default_tau_range,
     summary_tau_level,
@@ -186,7 +187,10 @@ def tau_public_choices(config: Any, n: int) -> tuple[PublicChoice, ...]:
     enable_disk_cache()
     search = tau_search_range(config)
     count = len(tau_candidates(*search))
-    e_tau = choice_epsilon("tau", n, config.privacy.epsilon, clip.tau_share, count)
+    try:
+        e_tau = choice_epsilon("tau", n, config.privacy.epsilon, clip.tau_share, count)
+    except PrivacyParameterError:  # n * epsilon too small for a DP quantile: the public upper end, for free
+        return (a_priori_tau_choice(search),)
     provisional = (tau_choice(n, e_tau, 1.0, search),)
     summary = config.summary
     if summary == "fpca":

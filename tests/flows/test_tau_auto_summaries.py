@@ -149,11 +149,21 @@ def test_fpca_tau_auto_is_a_dp_median_of_the_centred_norms(tmp_path: Path, monke
     assert np.array_equal(spy.values[0], record_norms(centred, release_grid(config).weights))
 
 
-def test_tau_auto_refused_before_any_charge_when_n_epsilon_is_too_small(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(("example", "prefix"), [(FPCA, "fpca"), (FOSR, "fosr")])
+def test_tau_auto_with_too_small_n_epsilon_clips_at_the_public_upper_end_and_buys_nothing(
+        example: Path, prefix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """93 curves at epsilon 0.5: no DP quantile is affordable; tau is the range's upper end, no norm is read for it."""
     ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
-    cfg = write_config(tmp_path, FPCA, prefix="fpca", clipping={"tau": "auto"})  # 93 curves at epsilon 1
-    assert release(cfg, tmp_path / "out", ledger, "fpca-small") == 2
-    assert "tau: auto needs epsilon >=" in capsys.readouterr().err
-    assert Ledger(ledger).releases() == []
-    assert not (tmp_path / "out" / "manifest.json").exists()
+    cfg = write_config(tmp_path, example, prefix=prefix, clipping={"tau": "auto"}, privacy__epsilon=0.5)
+    read: list[int] = []
+    original = mean_tasks.draw_public_choice
+    monkeypatch.setattr(mean_tasks, "draw_public_choice", lambda c, v: (read.append(len(v)), original(c, []))[1])
+    assert release(cfg, tmp_path / "out", ledger, f"{prefix}-small") == 0
+    m = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    (choice,) = m["parameters"]["public_choices"]
+    assert choice["epsilon"] == 0.0 and choice["formula"] == "tuning.tau.a_priori_fallback@1"
+    assert choice["value"] == tau_search_range(load_config(cfg))[1]
+    assert "tau" not in [s["name"] for s in m["budget_splits"]]
+    assert sum(s["epsilon"] for s in m["budget_splits"]) == pytest.approx(0.5, abs=0)
+    assert "public upper end of its range" in m["privacy"]["guarantee"]
+    assert_claims_agree(m, Ledger(ledger).get(f"{prefix}-small"))
