@@ -261,7 +261,7 @@ def _add_init_parser(sub: Any) -> None:
     i.add_argument("--value-offset", type=float, default=0.0, help="PUBLIC reference level (default 0)")
     i.add_argument("--value-scale", type=float, default=1.0, help="PUBLIC typical size of value - offset (default 1)")
     i.add_argument("--tau", type=float, default=None,
-                   help="PUBLIC clipping radius of a rescaled record (default: 'auto' for a mean, bought with budget; else 1)")
+                   help="PUBLIC clipping radius of a rescaled record (default: 'auto', bought with budget)")
     i.add_argument("--epsilon", type=float, default=1.0, help="epsilon of the release (default 1)")
     i.add_argument("--budget", type=float, default=None, help="proposed total epsilon of the dataset (default 10 x epsilon)")
     i.add_argument("--grid-size", type=int, default=50, help="PUBLIC number of grid points (default 50)")

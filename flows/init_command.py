@@ -102,12 +102,13 @@ def init_config(  # noqa: PLR0913 - one argument per command-line option
         lines += [f"  - name: {_q(c)}" for c in covariates or []]
         lines += ["intercept: true",
                   f"covariate_bound: {covariate_bound!r}   # PUBLIC: Euclidean bound of a unit's covariate vector"]
-    if tau is None and summary == "mean":  # the budget can buy it: a DP quantile of the record norms
+    if tau is None:  # the budget can buy it: a DP quantile of the record norms (every curve summary)
         clipping = ["clipping:",
                     "  tau: auto   # BOUGHT: a share of epsilon (tau_share, default 0.1) buys the L2 radius of a rescaled",
                     "              # record as a DP quantile of the record norms over the public tau_range (default",
                     "              # [0.01, 1] x sqrt(grid domain length): never above the a-priori bound of values",
-                    "              # rescaled into [-1, 1]); or write a PUBLIC number chosen a priori"]
+                    "              # rescaled into [-1, 1]; below the quantile's floor (small n x epsilon) that",
+                    "              # upper end, at no cost); or write a PUBLIC number chosen a priori"]
     else:
         clipping = ["clipping:",
                     f"  tau: {1.0 if tau is None else tau!r}   # PUBLIC: L2 radius of a rescaled record "

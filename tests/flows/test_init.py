@@ -31,7 +31,7 @@ def test_init_writes_a_commented_config_that_validates_plans_and_releases(
     text = cfg.read_text()
     for field in ("time_domain", "value_offset", "value_scale", "tau", "size"):
         line = next(ln for ln in text.splitlines() if ln.strip().startswith(f"{field}:"))
-        assert "# PUBLIC" in line or (field == "tau" and summary == "mean" and "auto   # BOUGHT" in line), line
+        assert "# PUBLIC" in line or (field == "tau" and "auto   # BOUGHT" in line), line
     config = load_config(cfg)
     assert config.summary == summary and config.dataset.value_scale == 1000.0
     assert main(["plan", str(cfg), "--json", "--epsilon", "1", "--ledger", f"sqlite:///{tmp_path / 'l.sqlite'}"]) == 0
@@ -39,8 +39,9 @@ def test_init_writes_a_commented_config_that_validates_plans_and_releases(
     assert release(cfg, tmp_path / "out", f"sqlite:///{tmp_path / 'l.sqlite'}", "r") == 0
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert manifest["n"] == 508
-    if summary == "mean":  # tau: auto is a named budget split charged with the release
-        assert [s["name"] for s in manifest["budget_splits"]] == ["tau", "mean"]
+    # tau: auto is a named budget split charged with the release, first (508 curves at epsilon 1 can buy it)
+    assert [s["name"] for s in manifest["budget_splits"]] == ["tau", summary]
+    assert manifest["parameters"]["public_choices"][0]["formula"] == "tuning.tau.dp_norm_quantile@1"
 
 
 def test_init_never_fills_a_value_from_the_data(tmp_path: Path) -> None:
