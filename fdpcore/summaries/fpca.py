@@ -199,7 +199,7 @@ def fpca_coefficients(curves: ArrayLike, basis: FpcaBasis) -> NDArrayFloat:
     Examples:
         >>> from fdpcore.basis.grids import midpoint_grid
         >>> b = fpca_basis(midpoint_grid(30), {"name": "gaussian", "length_scale": 0.2}, 3)
-        >>> fpca_coefficients(b.functions.T, b).round(12).tolist()[0]
+        >>> (fpca_coefficients(b.functions.T, b).round(12) + 0.0).tolist()[0]  # + 0.0: no signed zeros
         [1.0, 0.0, 0.0]
     """
     x = _validate.finite_matrix("curves", curves, ncols=basis.grid.size)

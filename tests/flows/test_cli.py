@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import sqlite3
 from pathlib import Path
 
@@ -179,7 +180,9 @@ def test_audit_show_prints_a_ledger_entry_with_provenance(tmp_path: Path, capsys
     assert main(["audit", "show", "r", "--ledger", url]) == 0
     entry = json.loads(capsys.readouterr().out)
     assert entry["provenance"]["operator"] == "alice" and entry["period"] == entry["created_at"][:7]
-    assert entry["internal"] == {"counts": {"n_clipped": 2}}
+    assert entry["internal"]["counts"] == {"n_clipped": 2}
+    assert set(entry["internal"]) == {"counts", "reserved_by"}  # the process that reserved it (host, pid): auditor-only
+    assert entry["internal"]["reserved_by"]["pid"] == os.getpid()
     assert [e["event"] for e in entry["audit_events"]] == ["release.reserved"]
     assert main(["budget", "show", "--dataset", "ds", "--ledger", url]) == 0
     out = capsys.readouterr().out
