@@ -5,8 +5,8 @@ the first time a flow is called, and stops it when the process exits. Left to Pr
 ``fdp release`` pays three costs one after the other: the release's own imports, importing Prefect's
 server package into the CLI process (only to launch the server, ~3 s), and the server process's
 start (its own imports and database check, ~4 s). :func:`start_temporary_server` launches the
-same server — the same command and environment as Prefect 3.8's
-``prefect.server.api.server.SubprocessASGIServer`` (UI off, ephemeral services; checked against 3.8.8) — as soon as the
+same server — the same command and environment as Prefect 3.9's
+``prefect.server.api.server.SubprocessASGIServer`` (UI off, ephemeral services; checked against 3.9.1) — as soon as the
 CLI knows no API is configured, so the server boots on the other core while the CLI imports the
 summary's flow; :meth:`TemporaryServer.settings` then points the flow at it.
 
@@ -88,7 +88,7 @@ class TemporaryServer:
             RuntimeError: the server exited or did not answer within ``timeout`` seconds.
         """
         logging.getLogger("prefect").info(  # Prefect's own words; its logging is set up by now
-            "Starting temporary server on http://127.0.0.1:%d\nSee https://docs.prefect.io/v3/concepts/server"
+            "Starting temporary server on http://127.0.0.1:%d\nSee https://www.prefect.io/docs/v3/concepts/server"
             "#how-to-guides for more information on running a dedicated Prefect server.", self.port)
         deadline = time.monotonic() + timeout
         while True:
