@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import ClassVar
 
 import numpy as np
 import opendp.prelude as dp
@@ -49,6 +50,7 @@ __all__ = [
     "draw_public_choice",
     "choice_epsilon",
     "choice_formulas",
+    "PaysChoicesFirst",
     "choice_splits",
     "split_epsilon",
     "quantile_rank_margin",
@@ -400,6 +402,29 @@ def choice_splits(choices: tuple[PublicChoice, ...]) -> list[dict[str, float | s
     [{'name': 'tau', 'epsilon': 0.1, 'delta': 0.0}]
     """
     return [{"name": c.name, "epsilon": c.epsilon, "delta": 0.0} for c in choices if not c.a_priori]
+
+
+class PaysChoicesFirst:
+    """Mixin of a plan whose public choices are paid first, then one mechanism named :attr:`split_name`.
+
+    The plan (a dataclass) has ``epsilon`` (the total) and ``public_choices``; the mixin gives the mechanism's
+    own epsilon and the named budget splits, which sum exactly to ``epsilon``.
+    """
+
+    epsilon: float
+    public_choices: tuple[PublicChoice, ...]
+    split_name: ClassVar[str]
+
+    @property
+    def epsilon_mechanism(self) -> float:
+        """Epsilon of the mechanism itself: ``epsilon`` minus the public choices."""
+        return epsilon_after_choices(self.epsilon, self.public_choices)
+
+    @property
+    def budget_splits(self) -> list[dict[str, float | str]]:
+        """Named parts of the release (the public choices, then the mechanism); they sum exactly to ``epsilon``."""
+        return [*choice_splits(self.public_choices), {"name": self.split_name, "epsilon": self.epsilon_mechanism,
+                                                      "delta": 0.0}]
 
 
 def choice_formulas(summary: str, choices: tuple[PublicChoice, ...]) -> set[str]:

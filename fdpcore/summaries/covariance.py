@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -37,7 +38,7 @@ from fdpcore.basis.kernels import KernelSpec, decay_rate, kernel_spec
 from fdpcore.data.preprocess import clip_l2
 from fdpcore.errors import DomainError, PrivacyParameterError
 from fdpcore.noise.iclp import LaplaceCalibration, calibrate_iclp, iclp_expected_sq_error, sample_laplace_whitened
-from fdpcore.noise.quantiles import PublicChoice, choice_formulas, choice_splits, epsilon_after_choices
+from fdpcore.noise.quantiles import PaysChoicesFirst, PublicChoice, choice_formulas, epsilon_after_choices
 from fdpcore.privacy.tuning import DEFAULT_SIGNAL_FRACTION, PSS_RULES, RISK_RULES, pss_iclp_qr, risk_prior_search
 from fdpcore.summaries.mean import iclp_qr_shrinkage, iclp_qr_weights
 
@@ -189,7 +190,7 @@ def iclp_qr_covariance_coefficients(
 
 
 @dataclass(frozen=True, eq=False)
-class CovariancePlan:
+class CovariancePlan(PaysChoicesFirst):
     """Everything that sets the noise of a covariance release; all of it is public.
 
     Attributes:
@@ -224,16 +225,7 @@ class CovariancePlan:
     calibration: LaplaceCalibration
     public_choices: tuple[PublicChoice, ...] = ()
 
-    @property
-    def epsilon_mechanism(self) -> float:
-        """Epsilon of the surface itself: ``epsilon`` minus the public choices."""
-        return epsilon_after_choices(self.epsilon, self.public_choices)
-
-    @property
-    def budget_splits(self) -> list[dict[str, float | str]]:
-        """Named parts of one draw's cost (the public choices, then the surface); they sum exactly to ``epsilon``."""
-        return [*choice_splits(self.public_choices),
-                {"name": "covariance", "epsilon": self.epsilon_mechanism, "delta": 0.0}]
+    split_name: ClassVar[str] = "covariance"
 
     @property
     def dimension(self) -> int:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -39,7 +40,7 @@ from fdpcore.basis.kernels import KernelSpec, kernel_spec
 from fdpcore.data.preprocess import clip_l2
 from fdpcore.errors import DomainError
 from fdpcore.noise.bingham import BinghamChains, sample_matrix_bingham, sample_vector_bingham
-from fdpcore.noise.quantiles import PublicChoice, choice_formulas, choice_splits, epsilon_after_choices
+from fdpcore.noise.quantiles import PaysChoicesFirst, PublicChoice, choice_formulas, epsilon_after_choices
 
 __all__ = [
     "FpcaBasis",
@@ -335,7 +336,7 @@ def fpca_deflation_parameter(
 
 
 @dataclass(frozen=True, eq=False)
-class FpcaPlan:
+class FpcaPlan(PaysChoicesFirst):
     """Everything that fixes the FPCA mechanism, from public inputs only.
 
     Attributes:
@@ -363,16 +364,7 @@ class FpcaPlan:
     sampler: str = "deflation"
     public_choices: tuple[PublicChoice, ...] = ()
 
-    @property
-    def epsilon_mechanism(self) -> float:
-        """Epsilon of the exponential mechanism itself: ``epsilon`` minus the public choices."""
-        return epsilon_after_choices(self.epsilon, self.public_choices)
-
-    @property
-    def budget_splits(self) -> list[dict[str, float | str]]:
-        """Named parts of the release (the public choices, then the components); they sum exactly to ``epsilon``."""
-        return [*choice_splits(self.public_choices),
-                {"name": "fpca", "epsilon": self.epsilon_mechanism, "delta": 0.0}]
+    split_name: ClassVar[str] = "fpca"
 
     @property
     def sensitivity(self) -> float:

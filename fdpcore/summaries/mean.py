@@ -66,6 +66,7 @@ from fdpcore.noise.quantiles import (
     choice_epsilon,
     default_tau_range,
     draw_public_choice,
+    epsilon_after_choices,
     record_norms,
     tau_candidates,
     tau_choice,
@@ -263,7 +264,7 @@ class MeanPlan:
     @property
     def epsilon_available(self) -> float:
         """Epsilon left for the tuning and the mean after the public choices (``tau``/centre) are paid."""
-        return _remainder(self.epsilon, [c.epsilon for c in self.public_choices], "public choices")
+        return epsilon_after_choices(self.epsilon, self.public_choices)
 
     @property
     def epsilon_mean(self) -> float:
@@ -603,21 +604,6 @@ def _exact_split(epsilon: float, epsilon_1: float) -> tuple[float, float]:
             f"select_epsilon ({epsilon_1!r}) must leave a remainder of epsilon ({epsilon!r}) that is an exact decimal"
         )
     return epsilon_1, e2
-
-
-def _remainder(epsilon: float, parts: list[float], what: str) -> float:
-    """``epsilon - sum(parts)`` as an exact decimal (the ledger's exact accounting), or raise.
-
-    >>> _remainder(1.0, [0.1, 0.05], "public choices")
-    0.85
-    """
-    rest = exact(epsilon) - sum((exact(p) for p in parts), exact(0.0))
-    value = float(rest)
-    if rest <= 0 or exact(value) != rest:
-        raise PrivacyParameterError(
-            f"the {what} (epsilon {parts!r}) must leave a positive exact-decimal remainder of epsilon ({epsilon!r})"
-        )
-    return value
 
 
 def _plan_selection(base: MeanPlan, method: str, *, select_epsilon: float | None, non_private: bool) -> MeanPlan:
