@@ -112,7 +112,7 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
         power = 2 if config.summary in ("covariance", "fpca") else 1  # the noise (FPCA: the temperature) scales as tau^2
         scale = "linearly with the tau released" if power == 1 else "with the square of the tau released"
         assumptions.append(
-            f"tau: auto — part of each epsilon (the 'tau' budget split, about {clip.tau_share:g} of it) buys tau as a DP "
+            f"tau: auto — part of each epsilon (the 'tau' budget split: {clip.tau_share:g} of it, more for small n) buys tau as a DP "
             f"quantile of the record norms over the public range [{lo:g}, {hi:g}]; the errors are priced at tau = 1 and "
             f"scale {scale} (at the upper end of the range, tau = {hi:g}, {hi**power:g}x larger); where n * epsilon is "
             "too small for the DP quantile, tau is that upper end and nothing is charged for it")
@@ -173,10 +173,14 @@ def print_plan(report: dict[str, Any]) -> None:
         print("  with bias: sqrt(E L2 error^2 + smoothing bias^2) for a typical mean of norm signal_fraction x tau "
               "(the risk_prior assumption; the real bias depends on the unknown mean): what the tuning minimises, so "
               "it falls as epsilon grows even where the noise alone does not")
-    bought = next((r["bought"] for r in report["rows"] if any(not b["a_priori"] for b in r.get("bought") or ())), None)
-    if bought:
-        print("  bought with budget (per row): " + ", ".join(f"{b['name']} (quantile level {b['quantile_level']:.3g})"
-                                                              for b in bought if not b["a_priori"]))
+    bought: dict[str, list[str]] = {}
+    for r in report["rows"]:
+        for b in r.get("bought") or ():
+            if not b["a_priori"]:
+                bought.setdefault(b["name"], []).append(
+                    f"{b['epsilon']:g} of {r['epsilon']:g} (level {b['quantile_level']:.3g})")
+    for name, parts in bought.items():
+        print(f"  bought with budget: {name}, epsilon " + ", ".join(parts))
     fixed = [r["epsilon"] for r in report["rows"] if any(b["a_priori"] for b in r.get("bought") or ())]
     if fixed:
         hi = next(b["candidates"][-1] for r in report["rows"] for b in r.get("bought") or () if b["a_priori"])

@@ -73,7 +73,7 @@ def _guarantee(plan: MeanPlan, unit: str) -> str:
 def bought_text(choices: Any) -> str:
     """The guarantee's clause for each public choice bought with the release (``tau: auto``; empty without).
 
-    A choice that bought nothing (``tuning.tau.a_priori_fallback@1``) is named as the public value it is.
+    A choice that bought nothing (``tuning.tau.a_priori_fallback@2``) is named as the public value it is.
     """
     return "".join(
         f"; {c.name} = {c.value:.6g} is the public upper end of its range (n * epsilon too small to buy it)"

@@ -176,7 +176,7 @@ def record_levels(curves: ArrayLike, weights: ArrayLike) -> NDArrayFloat:
 
 
 def quantile_rank_margin(epsilon: float, n_candidates: int, failure: float = MARGIN_FAILURE) -> float:
-    """Rank margin ``m_dp = 4 (ln L + ln(1/p)) / epsilon`` of the DP quantile (formula ``tuning.tau.quantile_level@1``).
+    """Rank margin ``m_dp = 4 (ln L + ln(1/p)) / epsilon`` of the DP quantile (formula ``tuning.tau.quantile_level@2``).
 
     OpenDP's known-``n`` quantile score is, in units of its sensitivity under one replacement
     (symmetric distance 2), the distance in ranks between a candidate and the target rank ``alpha n``
@@ -196,7 +196,7 @@ def quantile_rank_margin(epsilon: float, n_candidates: int, failure: float = MAR
 
 
 def tau_quantile_level(n: int, epsilon_tau: float, n_candidates: int, unit_noise_rmse: float) -> float:
-    """The public quantile level ``alpha`` of ``tau: auto`` (formula ``tuning.tau.quantile_level@1``).
+    """The public quantile level ``alpha`` of ``tau: auto`` (formula ``tuning.tau.quantile_level@2``).
 
     .. math:: m = \\max\\big(n\\,r_1,\\ m_{dp}\\big),\\qquad \\alpha = \\min\\big(1 - 1/n,\\ \\max(1/2,\\ 1 - m/n)\\big)
 
@@ -311,18 +311,25 @@ def split_epsilon(epsilon: float, share: float) -> float:
 
 
 def choice_epsilon(name: str, n: int, epsilon: float, share: float, n_candidates: int) -> float:
-    r"""Epsilon of a public choice: ``share * epsilon``, raised to a reliability floor (``tuning.tau.quantile_level@1``).
+    r"""Epsilon of a public choice: ``share * epsilon``, raised to a reliability floor (``tuning.tau.quantile_level@2``).
 
-    .. math:: \epsilon_q = \max\big(\text{share}\cdot\epsilon,\ 2\,m_{dp}(1)/n\big),\qquad
-              m_{dp}(1) = 4(\ln L + \ln 20)
+    .. math:: F = \frac{2\,m_{dp}(1)}{n} = \frac{8(\ln L + \ln 20)}{n},\qquad
+              \epsilon_q = \begin{cases}\max(\text{share}\cdot\epsilon,\ F) & F \le \epsilon/2\\
+                                        \epsilon/2 & \epsilon/2 < F \le \epsilon\end{cases}
 
-    The floor is the smallest epsilon whose rank margin :func:`quantile_rank_margin` fits below the
-    median (``m_dp <= n/2``); with less, the draw is likely to fall outside the data, where the score
-    is flat. Above ``MAX_SHARE * epsilon`` the choice is refused (give the parameter a priori instead).
+    ``F`` is the smallest epsilon whose rank margin :func:`quantile_rank_margin` (the exponential mechanism's
+    utility bound with a factor 2 of slack) fits below the median (``m_dp <= n/2``); with less, the draw may
+    fall outside the data, where the score is flat. When ``F`` is more than half of ``epsilon`` but at most
+    ``epsilon``, the choice gets ``MAX_SHARE`` (half) of it: the bound *without* the slack,
+    ``2 (ln L + ln 20) / epsilon_q <= n/2``, still keeps the median inside the data with probability
+    ``>= 0.95``. Below that (``n epsilon < 8 (ln L + ln 20)``) the choice is refused; ``tau: auto`` then takes
+    the public upper end of its range (:func:`a_priori_tau_choice`), ``value_offset: auto`` is refused.
     Public inputs only.
 
     >>> choice_epsilon("tau", 508, 1.0, 0.1, 41), choice_epsilon("tau", 5080, 1.0, 0.1, 41)
     (0.1057, 0.1)
+    >>> choice_epsilon("tau", 93, 1.0, 0.1, 21)  # F = 0.52 > epsilon / 2: half of epsilon
+    0.5
     """
     n = _validate.positive_int("n", n, minimum=2)
     base = split_epsilon(epsilon, share)
@@ -331,14 +338,17 @@ def choice_epsilon(name: str, n: int, epsilon: float, share: float, n_candidates
         return base
     quantum = 10.0 ** (math.floor(math.log10(floor)) - 3)
     need = float(f"{math.ceil(floor / quantum) * quantum:.4g}")
-    if need > MAX_SHARE * epsilon:
-        raise PrivacyParameterError(
-            f"{name}: auto needs epsilon >= {need:g} for its DP quantile with n = {n} records and {n_candidates} "
-            f"candidates (n * epsilon >= {2 * quantile_rank_margin(1.0, n_candidates):.1f}), more than half of "
-            f"privacy.epsilon ({epsilon:g}); give {name} a priori (docs/configuration.md: choosing value_offset, value_scale and tau) "
-            "or raise privacy.epsilon"
-        )
-    return need
+    if need <= MAX_SHARE * epsilon:
+        return need
+    half = split_epsilon(epsilon, MAX_SHARE)
+    if half * n >= quantile_rank_margin(1.0, n_candidates):
+        return half
+    least = quantile_rank_margin(1.0, n_candidates) / (MAX_SHARE * n)
+    raise PrivacyParameterError(
+        f"{name}: auto needs privacy.epsilon >= {least:.4g} for its DP quantile with n = {n} records and {n_candidates} "
+        f"candidates (n * epsilon >= {n * least:.1f}, of which half buys the quantile), more than {epsilon:g}; "
+        f"give {name} a priori (docs/configuration.md: choosing value_offset, value_scale and tau) or raise privacy.epsilon"
+    )
 
 
 def tau_choice(n: int, epsilon_tau: float, unit_noise_rmse: float, tau_range: tuple[float, float], *,
@@ -361,7 +371,7 @@ def tau_choice(n: int, epsilon_tau: float, unit_noise_rmse: float, tau_range: tu
 
 
 def a_priori_tau_choice(tau_range: tuple[float, float]) -> PublicChoice:
-    """``tau: auto`` when ``n * epsilon`` is too small for its DP quantile: the range's upper end (``tuning.tau.a_priori_fallback@1``).
+    """``tau: auto`` when ``n * epsilon`` is too small for its DP quantile: the range's upper end (``tuning.tau.a_priori_fallback@2``).
 
     The upper end of the public search range is the a-priori bound of a rescaled record (values in
     ``[-1, 1]``: ``sqrt(|T|)``), so clipping to it is what a user without budget for the quantile would
@@ -373,7 +383,7 @@ def a_priori_tau_choice(tau_range: tuple[float, float]) -> PublicChoice:
     (1.0, 0.0, True)
     """
     hi = _validate.positive_finite("tau_range upper end", tau_range[1], privacy=False)
-    return PublicChoice("tau", 0.0, "tuning.tau.a_priori_fallback@1", 1.0, (hi,))
+    return PublicChoice("tau", 0.0, "tuning.tau.a_priori_fallback@2", 1.0, (hi,))
 
 
 def epsilon_after_choices(epsilon: float, choices: tuple[PublicChoice, ...]) -> float:
@@ -427,22 +437,21 @@ class PaysChoicesFirst:
                                                       "delta": 0.0}]
 
 
-def choice_formulas(summary: str, choices: tuple[PublicChoice, ...]) -> set[str]:
+def choice_formulas(choices: tuple[PublicChoice, ...]) -> set[str]:
     """Formula ids of the ``tau: auto`` choice of a covariance, FoSR or FPCA plan, and of its composition.
 
-    >>> sorted(choice_formulas("fpca", (PublicChoice("tau", 0.1, "tuning.tau.dp_norm_quantile@1", 0.5, (0.1, 1.0)),)))
-    ['accounting.pure.sequential@1', 'tuning.tau.dp_norm_quantile@1', 'tuning.tau.summary_level@1']
-    >>> choice_formulas("fosr", ())
+    >>> sorted(choice_formulas((PublicChoice("tau", 0.1, "tuning.tau.dp_norm_quantile@1", 0.5, (0.1, 1.0)),)))
+    ['accounting.pure.sequential@1', 'tuning.tau.dp_norm_quantile@1', 'tuning.tau.quantile_level@2', 'tuning.tau.summary_level@1']
+    >>> choice_formulas(())
     set()
     """
     if not choices:
         return set()
     if all(c.a_priori for c in choices):
         return {c.formula_id for c in choices}
-    ids = {"tuning.tau.summary_level@1", "accounting.pure.sequential@1", *(c.formula_id for c in choices)}
-    if summary != "fpca":
-        ids.add("tuning.tau.quantile_level@1")
-    return ids
+    # the level is summary_level's; the split's epsilon (every summary's) is quantile_level's choice_epsilon
+    return {"tuning.tau.summary_level@1", "tuning.tau.quantile_level@2", "accounting.pure.sequential@1",
+            *(c.formula_id for c in choices)}
 
 
 def centre_choice(epsilon_centre: float, value_range: tuple[float, float]) -> PublicChoice:

@@ -251,7 +251,7 @@ class CovariancePlan(PaysChoicesFirst):
                self.sensitivity_formula, "calibration.iclp.laplace_whitened@1", "noise.iclp.expected_sq_l2@1"}
         if self.tuning_formula is not None:
             ids.add(self.tuning_formula)
-        return sorted(ids | choice_formulas("covariance", self.public_choices))
+        return sorted(ids | choice_formulas(self.public_choices))
 
 
 def qr_regularisation(

@@ -314,7 +314,7 @@ class FosrPlan:
             ids.add("tuning.fosr.gamma_balanced@1")
         if self.tuning_formula is not None:
             ids.add(self.tuning_formula)
-        return sorted(ids | choice_formulas("fosr", self.public_choices))
+        return sorted(ids | choice_formulas(self.public_choices))
 
 
 def plan_fosr_release(

@@ -349,7 +349,7 @@ class MeanPlan:
         for c in self.public_choices:
             ids.add(c.formula_id)
             if c.name == "tau" and not c.a_priori:
-                ids.add("tuning.tau.quantile_level@1")
+                ids.add("tuning.tau.quantile_level@2")
         return sorted(ids)
 
     def _finished_calibration(self) -> LaplaceCalibration | GaussianCalibration:

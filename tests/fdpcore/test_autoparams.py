@@ -149,15 +149,30 @@ def test_choice_epsilon_share_floor_and_refusal() -> None:
     floor = choice_epsilon("tau", 508, 1.0, 0.1, 41)
     assert 0.1 < floor <= MAX_SHARE
     assert floor * 508 >= 2 * quantile_rank_margin(1.0, 41)  # the median is reachable
-    with pytest.raises(PrivacyParameterError, match="tau: auto needs epsilon >= .* give tau a priori"):
+    with pytest.raises(PrivacyParameterError, match="tau: auto needs privacy.epsilon >= .* give tau a priori"):
         choice_epsilon("tau", 93, 0.25, 0.1, 41)
 
 
-def test_drawn_tau_lands_inside_the_data_at_the_reliability_floor() -> None:
+@pytest.mark.parametrize("n", [60, 93, 150])
+def test_choice_epsilon_takes_half_of_epsilon_between_half_the_floor_and_the_floor(n: int) -> None:
+    """tuning.tau.quantile_level@2: F/2 <= eps/2 < F gives eps/2 (not the a-priori fallback); below, refused."""
+    floor = 2 * quantile_rank_margin(1.0, 21) / n  # F: the slack-2 margin fits below the median
+    for eps in np.linspace(floor * 1.001, 2 * floor * 0.999, 7):
+        e_q = choice_epsilon("tau", n, float(eps), 0.1, 21)
+        assert e_q == pytest.approx(MAX_SHARE * eps, rel=1e-3)
+        assert e_q * n >= quantile_rank_margin(1.0, 21)  # the bound without the slack keeps the median inside
+    assert choice_epsilon("tau", n, 2 * floor * 1.01, 0.1, 21) < MAX_SHARE * 2 * floor * 1.01  # the floor itself
+    with pytest.raises(PrivacyParameterError):
+        choice_epsilon("tau", n, floor * 0.99, 0.1, 21)
+
+
+@pytest.mark.parametrize("epsilon", [0.5, 0.3])  # the floor (share raised), and half of a budget below the floor
+def test_drawn_tau_lands_inside_the_data_at_the_reliability_floor(epsilon: float) -> None:
     """Statistical (fixed data): at the floor epsilon the drawn tau is a candidate inside [min, max] of the norms."""
     rng = np.random.default_rng(7)
     norms = rng.lognormal(-1.0, 0.4, 300)
-    eps = choice_epsilon("tau", norms.size, 0.5, 0.1, 41)
+    eps = choice_epsilon("tau", norms.size, epsilon, 0.1, 41)
+    assert eps == (MAX_SHARE * epsilon if epsilon == 0.3 else pytest.approx(2 * quantile_rank_margin(1.0, 41) / 300, rel=1e-3))
     choice = tau_choice(norms.size, eps, 0.01, (0.01, 100.0))
     cands = np.asarray(choice.candidates)
     lo = cands[cands <= norms.min()].max() if np.any(cands <= norms.min()) else cands[0]

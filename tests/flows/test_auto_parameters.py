@@ -48,7 +48,7 @@ def test_auto_tau_and_offset_charge_once_before_the_draws_and_agree(make_config,
         assert f"buys {name} = " in manifest["privacy"]["guarantee"]
     assert manifest["parameters"]["tuning"]["rule"] == "risk_prior"
     assert {"tuning.tau.dp_norm_quantile@1", "preprocess.centre.dp_median@1",
-            "tuning.tau.quantile_level@1"} <= set(manifest["formulas"])
+            "tuning.tau.quantile_level@2"} <= set(manifest["formulas"])
 
     led = Ledger(ledger)
     rows = led.releases()
@@ -81,10 +81,10 @@ def test_auto_tau_with_too_small_n_epsilon_clips_at_the_public_upper_end_and_cha
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert manifest["budget_splits"] == [{"name": "mean", "epsilon": 0.05, "delta": 0.0}]
     (choice,) = manifest["parameters"]["public_choices"]
-    assert choice["name"] == "tau" and choice["epsilon"] == 0.0 and choice["formula"] == "tuning.tau.a_priori_fallback@1"
+    assert choice["name"] == "tau" and choice["epsilon"] == 0.0 and choice["formula"] == "tuning.tau.a_priori_fallback@2"
     assert manifest["parameters"]["tau"] == choice["value"] == 1.0  # [0.01, 1] x sqrt(|T|) on [0, 1]
     assert "public upper end of its range" in manifest["privacy"]["guarantee"]
-    assert "tuning.tau.quantile_level@1" not in manifest["formulas"]
+    assert "tuning.tau.quantile_level@2" not in manifest["formulas"]
     (row,) = Ledger(ledger).releases()
     assert (row.epsilon, row.budget_splits) == (0.05, [{"name": "mean", "epsilon": 0.05, "delta": 0.0}])
 
@@ -95,6 +95,6 @@ def test_auto_offset_refused_before_any_charge_when_n_epsilon_is_too_small(make_
     cfg = make_config(clipping__tau=1.0, tuning={}, dataset__value_offset="auto",
                       dataset__value_offset_range=[0.0, 4000.0], privacy__epsilon=0.05)
     assert _release(cfg, tmp_path / "out", ledger, "auto-small") == 2
-    assert "value_offset: auto needs epsilon >=" in capsys.readouterr().err
+    assert "value_offset: auto needs privacy.epsilon >=" in capsys.readouterr().err
     assert Ledger(ledger).releases() == []
     assert not (tmp_path / "out" / "manifest.json").exists()

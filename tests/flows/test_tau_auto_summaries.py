@@ -161,7 +161,7 @@ def test_tau_auto_with_too_small_n_epsilon_clips_at_the_public_upper_end_and_buy
     assert release(cfg, tmp_path / "out", ledger, f"{prefix}-small") == 0
     m = json.loads((tmp_path / "out" / "manifest.json").read_text())
     (choice,) = m["parameters"]["public_choices"]
-    assert choice["epsilon"] == 0.0 and choice["formula"] == "tuning.tau.a_priori_fallback@1"
+    assert choice["epsilon"] == 0.0 and choice["formula"] == "tuning.tau.a_priori_fallback@2"
     assert choice["value"] == tau_search_range(load_config(cfg))[1]
     assert "tau" not in [s["name"] for s in m["budget_splits"]]
     assert sum(s["epsilon"] for s in m["budget_splits"]) == pytest.approx(0.5, abs=0)
