@@ -20,7 +20,10 @@ time) divided by the oracle's root expected squared error in closed form (not pr
 (eta, psi) the best on the grid of ``utility.oracle_choice`` by that exact expected error). With ``--a-priori`` a second table: the ratio when the
 default's tau split falls in the half-of-epsilon regime of ``tuning.tau.quantile_level@2`` is replaced by the
 a-priori tau with the whole epsilon (what the superseded ``tuning.tau.a_priori_fallback@1`` did), so the two rules
-can be compared cell by cell. Errors are against each data set's own mean (what privacy costs); the mean
+can be compared cell by cell. ``--decompose FAMILY:N:EPS`` prints, for one cell, the exact expected error of the
+default plan at the tau quantile level it targets (the level's norm quantile, the split's remaining epsilon) and
+with the oracle's best (eta, psi) substituted at the same tau, and the same at the 0.9 quantile: which of the level
+and the tuning the gap comes from (no draws). Errors are against each data set's own mean (what privacy costs); the mean
 releases use the facade's NumPy sampler (``secure=False``: simulation only).
 
     .venv/bin/python benchmarks/families.py --draws 200 --a-priori
@@ -40,8 +43,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from utility import Data, oracle_choice, table  # noqa: E402  (a sibling script, not a package)
 
 from fdpcore.basis.grids import midpoint_grid  # noqa: E402
-from fdpcore.noise.quantiles import MAX_SHARE, quantile_rank_margin, split_epsilon, tau_candidates  # noqa: E402
-from fdpcore.summaries.mean import auto_public_choices, release_mean  # noqa: E402
+from fdpcore.data.preprocess import clip_l2  # noqa: E402
+from fdpcore.noise.quantiles import MAX_SHARE, quantile_rank_margin, record_norms, split_epsilon, tau_candidates  # noqa: E402
+from fdpcore.privacy.tuning import RISK_ETAS  # noqa: E402
+from fdpcore.summaries.mean import auto_public_choices, plan_mean_release, release_mean  # noqa: E402
 
 FAMILIES = ("tight", "heavy", "outliers", "centred", "small")
 KERNEL: dict[str, object] = {"name": "matern", "nu": 1.5, "rho": 0.2}
@@ -112,6 +117,35 @@ def rows(ns: tuple[int, ...], epsilons: tuple[float, ...], draws: int, seed: int
     return out, alt
 
 
+def expected_error(data: Data, eps: float, tau: float, eta: float | None = None, psi: float | None = None) -> float:
+    """Root expected squared error of the ICLP-QR mean at a fixed tau: clipping and shrinkage bias plus noise."""
+    x, grid = data.curves, data.grid
+    plan = plan_mean_release(grid, data.kernel, n=x.shape[0], tau=tau, epsilon=eps, eta=eta, psi=psi, secure=False)
+    basis, lam = plan.basis, plan.basis.eigenvalues
+    eta_, psi_ = float(plan.eta or 0.0), float(plan.psi or 0.0)
+    clipped, _ = clip_l2(x, grid.weights, tau)
+    est = basis.reconstruct(basis.coefficients(clipped).mean(axis=0) * lam**eta_ / (lam**eta_ + psi_))
+    bias = float(grid.norm((est - x.mean(axis=0))[None, :])[0] ** 2)
+    return math.sqrt(bias + plan.expected_sq_l2_error)
+
+
+def decompose(cell: str, seed: int) -> None:
+    """Print where one cell's gap to the oracle comes from (module docstring)."""
+    name, n, eps = cell.split(":")
+    data = family(name, int(n), seed)
+    e = float(eps)
+    (choice,) = auto_public_choices(data.grid, data.kernel, n=int(n), epsilon=e, tau_auto=True)
+    oracle = math.sqrt(oracle_choice(data, e)[2])
+    norms = record_norms(data.curves, data.grid.weights)
+    rest = e - choice.epsilon
+    print(f"{data.name}, epsilon {e:g}: tau split {choice.epsilon:g}, level {choice.alpha:.3f}; oracle {oracle:.4g}")
+    for level in (choice.alpha, 0.9):
+        tau = float(np.quantile(norms, level))
+        best = min(expected_error(data, rest, tau, eta, 10.0 ** (k / 4)) for eta in RISK_ETAS for k in range(-48, 1))
+        print(f"  tau at the {level:.3f} quantile ({tau:.3g}): default tuning {expected_error(data, rest, tau) / oracle:.2f}"
+              f" x the oracle, best (eta, psi) {best / oracle:.2f} x")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--draws", type=int, default=200)
@@ -119,7 +153,12 @@ def main() -> None:
     ap.add_argument("--epsilons", type=float, nargs="+", default=[0.5, 1.0, 2.0, 5.0, 10.0])
     ap.add_argument("--seed", type=int, default=20261125)
     ap.add_argument("--a-priori", action="store_true", help="also the superseded a-priori fallback, where it differs")
+    ap.add_argument("--decompose", nargs="+", metavar="FAMILY:N:EPS", help="where one cell's gap comes from; no table")
     args = ap.parse_args()
+    if args.decompose:
+        for cell in args.decompose:
+            decompose(cell, args.seed)
+        return
     t0 = time.perf_counter()
     eps = tuple(args.epsilons)
     out, alt = rows(tuple(args.n), eps, args.draws, args.seed, args.a_priori)
