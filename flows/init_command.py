@@ -70,7 +70,7 @@ def init_config(  # noqa: PLR0913 - one argument per command-line option
     rel = _relative(p, config_dir)
     budget = budget if budget is not None else 10 * epsilon
     ds_id = dataset_id or _dataset_id(p)
-    unit_text = privacy_unit or f"all rows of one {unit} (one privacy unit)"
+    unit_text = privacy_unit or f"{unit} (all rows with one value of {unit})"
     lines = [
         *_head(p, n, summary, ds_id, rel, fmt),
         f"  unit_column: {_q(unit)}          # one privacy unit per distinct value; its rows form one record",
@@ -107,8 +107,9 @@ def init_config(  # noqa: PLR0913 - one argument per command-line option
                     "  tau: auto   # BOUGHT: a share of epsilon (tau_share, default 0.1) buys the L2 radius of a rescaled",
                     "              # record as a DP quantile of the record norms over the public tau_range (default",
                     "              # [0.01, 1] x sqrt(grid domain length): never above the a-priori bound of values",
-                    "              # rescaled into [-1, 1]; below the quantile's floor (small n x epsilon) that",
-                    "              # upper end, at no cost); or write a PUBLIC number chosen a priori"]
+                    "              # rescaled into [-1, 1]; for small n x epsilon up to half of epsilon, and below",
+                    "              # that the upper end, at no cost: `fdp plan` shows which); or write a PUBLIC",
+                    "              # number chosen a priori (it saves the share when your a-priori bound is tight)"]
     else:
         clipping = ["clipping:",
                     f"  tau: {1.0 if tau is None else tau!r}   # PUBLIC: L2 radius of a rescaled record "
@@ -170,7 +171,7 @@ def _point_config(  # noqa: PLR0913 - one argument per command-line option
     n = count_units_of_file(p, fmt, unit, [coordinate, *([label] if summary == "erm" and label else [])])
     budget = budget if budget is not None else 10 * epsilon
     ds_id = dataset_id or _dataset_id(p)
-    unit_text = privacy_unit or f"all rows of one {unit} (one privacy unit)"
+    unit_text = privacy_unit or f"{unit} (all rows with one value of {unit})"
     lines = [
         *_head(p, n, summary, ds_id, _relative(p, config_dir), fmt),
         f"  unit_column: {_q(unit)}          # one privacy unit per distinct value; its points are averaged",
