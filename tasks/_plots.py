@@ -7,6 +7,7 @@ computed from the mechanism alone); the plots are rendered to bytes, never shown
 from __future__ import annotations
 
 import io
+import textwrap
 from collections.abc import Mapping
 from functools import cache
 from typing import Any
@@ -145,7 +146,8 @@ def _panels_png(plt: Any, fig: Any, axes: Any, *, ylabel: str, title: str) -> by
     """Finish a row of panels (y label and legend on the first, a title over all) and return it as PNG bytes."""
     axes[0][0].set_ylabel(ylabel)
     axes[0][0].legend(fontsize=7)
-    fig.suptitle(title, fontsize=9)
+    width = fig.get_size_inches()[0]
+    fig.suptitle(textwrap.fill(title, width=max(30, int(15 * width))), fontsize=9)  # ~15 characters per inch at 9 pt
     fig.tight_layout()
     sink = io.BytesIO()
     fig.savefig(sink, format="png", metadata={"Software": None})
