@@ -19,20 +19,12 @@ from typing import Any
 import numpy as np
 
 from fdpcore.basis.grids import Grid, make_grid
-from fdpcore.errors import FdpError, PrivacyParameterError
+from fdpcore.errors import FdpError
 from fdpcore.io.eigencache import enable_disk_cache
 from fdpcore.io.tables import count_units
 from fdpcore.ledger import Ledger
 from fdpcore.noise.iclp import whitened_pointwise_band
-from fdpcore.noise.quantiles import (
-    PublicChoice,
-    a_priori_tau_choice,
-    choice_epsilon,
-    default_tau_range,
-    summary_tau_level,
-    tau_candidates,
-    tau_choice,
-)
+from fdpcore.noise.quantiles import PublicChoice, default_tau_range, summary_tau_choice
 from fdpcore.privacy.tuning import DEFAULT_SIGNAL_FRACTION
 from fdpcore.summaries.covariance import plan_covariance_release
 from fdpcore.summaries.erm import plan_erm_release
@@ -177,32 +169,23 @@ def fpca_plan(config: Any, n: int | None = None, tau: float | None = None,
 def tau_public_choices(config: Any, n: int) -> tuple[PublicChoice, ...]:
     """``tau: auto`` of a covariance, FoSR or FPCA config, not yet drawn: its split, candidates and level (no data).
 
-    The split is :func:`fdpcore.noise.quantiles.choice_epsilon` of ``clipping.tau_share`` (as the mean's); the level
-    is :func:`fdpcore.noise.quantiles.summary_tau_level` (formula ``tuning.tau.summary_level@1``) from the
-    release's own expected noise at ``tau = 1`` (its plan with the same split), or the median for FPCA.
+    :func:`fdpcore.noise.quantiles.summary_tau_choice` (the rule the facades use too) with ``clipping.tau_share``, the
+    config's search range and the release's own expected noise at ``tau = 1`` (its plan with the same split).
     """
     clip = config.clipping
     if clip.tau != "auto":
         return ()
     enable_disk_cache()
-    search = tau_search_range(config)
-    count = len(tau_candidates(*search))
-    try:
-        e_tau = choice_epsilon("tau", n, config.privacy.epsilon, clip.tau_share, count)
-    except PrivacyParameterError:  # n * epsilon too small for a DP quantile: the public upper end, for free
-        return (a_priori_tau_choice(search),)
-    provisional = (tau_choice(n, e_tau, 1.0, search),)
     summary = config.summary
-    if summary == "fpca":
-        alpha = summary_tau_level(summary, n, e_tau, count)
-    elif summary == "covariance":
-        unit = covariance_plan(config, n, 1.0, provisional)
-        alpha = summary_tau_level(summary, n, e_tau, count, unit_noise_rmse=math.sqrt(unit.expected_sq_l2_error))
-    else:
+
+    def unit_noise(provisional: tuple[PublicChoice, ...]) -> tuple[float, float | None]:
+        if summary == "covariance":
+            return math.sqrt(covariance_plan(config, n, 1.0, provisional).expected_sq_l2_error), None
         unit = fosr_plan(config, n, 1.0, provisional)
-        alpha = summary_tau_level(summary, n, e_tau, count, unit_noise_rmse=math.sqrt(unit.expected_sq_l2_error_t2),
-                                  x_bound=unit.x_bound)
-    return (tau_choice(n, e_tau, 1.0, search, alpha=alpha),)
+        return math.sqrt(unit.expected_sq_l2_error_t2), unit.x_bound
+
+    return (summary_tau_choice(summary, n, config.privacy.epsilon, tau_share=clip.tau_share,
+                               tau_range=tau_search_range(config), unit_noise=unit_noise),)
 
 
 def public_choices(config: Any, n: int) -> tuple[PublicChoice, ...]:

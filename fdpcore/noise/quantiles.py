@@ -23,14 +23,16 @@ The draws are the library's, never hand-written; no seed exists to store.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 import numpy as np
 import opendp.prelude as dp
 
 from fdpcore import _validate
 from fdpcore._typing import ArrayLike, NDArrayFloat
+from fdpcore.basis.grids import Grid
 from fdpcore.errors import DomainError, InternalError, PrivacyParameterError
 from fdpcore.privacy.accounting import exact
 
@@ -56,10 +58,13 @@ __all__ = [
     "quantile_rank_margin",
     "record_levels",
     "record_norms",
+    "plan_with_tau",
+    "summary_tau_choice",
     "summary_tau_level",
     "tau_candidates",
     "tau_choice",
     "tau_quantile_level",
+    "UnitNoise",
 ]
 
 #: Default share of ``privacy.epsilon`` spent on ``tau: auto`` (10 %).
@@ -479,3 +484,100 @@ def draw_public_choice(choice: PublicChoice, values: ArrayLike) -> PublicChoice:
         return replace(choice, value=choice.candidates[-1])
     value = dp_quantile(values, choice.candidates, alpha=choice.alpha, epsilon=choice.epsilon)
     return PublicChoice(choice.name, choice.epsilon, choice.formula_id, choice.alpha, choice.candidates, value)
+
+
+#: A release's plan (:func:`plan_with_tau` returns what its ``plan`` callable builds).
+PlanT = TypeVar("PlanT")
+#: The expected L2 noise of a summary's plan at ``tau = 1`` when it pays the given (undrawn) public choices, and the
+#: plan's ``x_bound`` (FoSR; ``None`` for a covariance): public inputs only (:func:`summary_tau_choice`).
+UnitNoise = Callable[[tuple[PublicChoice, ...]], tuple[float, float | None]]
+
+
+def summary_tau_choice(summary: str, n: int, epsilon: float, *, tau_share: float, tau_range: tuple[float, float],
+                       unit_noise: UnitNoise | None = None) -> PublicChoice:
+    """``tau: auto`` of a covariance, FoSR or FPCA release, not yet drawn: its split, candidates and level (MATH.md §1.7).
+
+    The split is :func:`choice_epsilon` of ``tau_share`` (as the mean's); when ``n * epsilon`` is too small for a
+    DP quantile (:class:`~fdpcore.errors.PrivacyParameterError`) the choice is :func:`a_priori_tau_choice` (the upper
+    end of ``tau_range``, free). Otherwise the level is :func:`summary_tau_level` (formula
+    ``tuning.tau.summary_level@1``): the median for FPCA, else from ``unit_noise`` of the release's own plan priced
+    at ``tau = 1`` with the split already paid (a provisional choice of the same epsilon: a plan's cost and noise do
+    not depend on the level). Public inputs only (MATH.md §12.3); the same rule for ``fdp release`` and the facades.
+
+    >>> c = summary_tau_choice("fpca", 93, 2.0, tau_share=0.1, tau_range=(0.01, 1.0))
+    >>> c.epsilon, c.alpha, len(c.candidates)
+    (0.5196, 0.5, 21)
+    >>> summary_tau_choice("fpca", 93, 0.1, tau_share=0.1, tau_range=(0.01, 1.0)).a_priori
+    True
+    >>> c = summary_tau_choice("covariance", 1000, 1.0, tau_share=0.1, tau_range=(0.01, 1.0),
+    ...                        unit_noise=lambda choices: (0.01, None))
+    >>> c.alpha == tau_quantile_level(1000, 0.1, 21, 0.01)
+    True
+    """
+    count = len(tau_candidates(*tau_range))
+    try:
+        e_tau = choice_epsilon("tau", n, epsilon, tau_share, count)
+    except PrivacyParameterError:  # n * epsilon too small for a DP quantile: the public upper end, for free
+        return a_priori_tau_choice(tau_range)
+    if summary == "fpca":
+        alpha = summary_tau_level(summary, n, e_tau, count)
+    else:
+        if unit_noise is None:
+            raise DomainError(f"summary {summary!r} needs unit_noise (its plan's noise at tau = 1) to level tau: auto")
+        r1, x_bound = unit_noise((tau_choice(n, e_tau, 1.0, tau_range),))
+        alpha = summary_tau_level(summary, n, e_tau, count, unit_noise_rmse=r1, x_bound=x_bound)
+    return tau_choice(n, e_tau, 1.0, tau_range, alpha=alpha)
+
+
+def plan_with_tau(
+    tau: float | str, records: ArrayLike, grid: Grid, plan: Callable[[float, tuple[PublicChoice, ...]], PlanT], *,
+    summary: str, epsilon: float, tau_share: float, tau_range: tuple[float, float] | None,
+    unit_noise: UnitNoise | None = None, draws: int = 1, name: str = "tau",
+) -> PlanT:
+    """The plan of a covariance, FoSR or FPCA facade release at a given clip radius or at ``tau: auto`` (MATH.md §1.7).
+
+    ``plan(radius, public_choices)`` builds the release's plan from public inputs. A number: ``plan(tau, ())``.
+    ``"auto"``: :func:`summary_tau_choice` from public inputs only (``n``, the rows of ``records``; ``epsilon``;
+    ``tau_range``, default :func:`default_tau_range` of ``grid``'s domain); the plan priced at ``tau = 1`` with that
+    choice (so every public parameter is checked before any data is read); then **one** draw of OpenDP's DP quantile
+    (:func:`draw_public_choice`) on the norms of ``records`` in ``grid``'s ``W`` norm — pass exactly the rows the
+    release clips — and ``plan(drawn, (choice,))``: its splits are ``tau`` then the mechanism's, summing exactly to
+    ``epsilon``, and its radius is the released candidate. An a-priori choice (``n * epsilon`` too small) reads no
+    norms and costs nothing.
+
+    A facade has no ledger: the split is part of the cost of the plan the caller reports (MATH.md §12.1). ``draws``
+    above 1 with ``"auto"`` are refused: each draw is a separate release that would have to buy its own radius, and
+    one release object holds one plan (call the facade once per release instead).
+
+    Raises:
+        DomainError: ``tau`` neither a number nor ``"auto"``; ``draws > 1`` with ``"auto"``; a malformed range.
+
+    >>> from fdpcore.basis.grids import midpoint_grid
+    >>> g, plan = midpoint_grid(2), lambda radius, choices: (radius, choices)
+    >>> plan_with_tau(0.5, [[1.0, 2.0]], g, plan, summary="fpca", epsilon=1.0, tau_share=0.1, tau_range=None)
+    (0.5, ())
+    >>> tau, (c,) = plan_with_tau("auto", np.full((1000, 2), 0.3), g, plan, summary="fpca", epsilon=1.0, tau_share=0.1,
+    ...                           tau_range=None)
+    >>> tau in c.candidates and c.value == tau and c.epsilon
+    0.1
+    """
+    if not isinstance(tau, str):
+        return plan(tau, ())
+    if tau != "auto":
+        raise DomainError(f"{name} ({tau!r}) must be a positive number or 'auto'")
+    if draws != 1:
+        raise DomainError(f"draws ({draws!r}) must be 1 with {name}='auto': each draw is a separate release that would "
+                          f"buy its own {name}; call the facade once per draw")
+    x = _validate.finite_matrix("records", records, grid.size)
+    if tau_range is None:
+        a, b = grid.domain_range
+        tau_range = default_tau_range(b - a)
+    elif len(tau_range) != 2:
+        raise DomainError(f"tau_range ({tau_range!r}) must be a pair (lo, hi)")
+    pending = summary_tau_choice(summary, int(x.shape[0]), epsilon, tau_share=tau_share,
+                                 tau_range=(float(tau_range[0]), float(tau_range[1])), unit_noise=unit_noise)
+    plan(1.0, (pending,))  # every public parameter checked, and the split priced, before any data is read
+    drawn = draw_public_choice(pending, [] if pending.a_priori else record_norms(x, grid.weights))
+    if drawn.value is None:  # pragma: no cover - draw_public_choice always sets it
+        raise InternalError(f"{name} 'auto' without a drawn value")
+    return plan(drawn.value, (drawn,))
