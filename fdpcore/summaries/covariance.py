@@ -24,6 +24,7 @@ A release is split so that the budget can be charged between the steps: :func:`p
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import ClassVar
@@ -38,7 +39,14 @@ from fdpcore.basis.kernels import KernelSpec, decay_rate, kernel_spec
 from fdpcore.data.preprocess import clip_l2
 from fdpcore.errors import DomainError, PrivacyParameterError
 from fdpcore.noise.iclp import LaplaceCalibration, calibrate_iclp, iclp_expected_sq_error, sample_laplace_whitened
-from fdpcore.noise.quantiles import PaysChoicesFirst, PublicChoice, choice_formulas, epsilon_after_choices
+from fdpcore.noise.quantiles import (
+    DEFAULT_TAU_SHARE,
+    PaysChoicesFirst,
+    PublicChoice,
+    choice_formulas,
+    epsilon_after_choices,
+    plan_with_tau,
+)
 from fdpcore.privacy.tuning import DEFAULT_SIGNAL_FRACTION, PSS_RULES, RISK_RULES, pss_iclp_qr, risk_prior_search
 from fdpcore.summaries.mean import iclp_qr_shrinkage, iclp_qr_weights
 
@@ -498,7 +506,7 @@ def release_covariance(
     t: ArrayLike | Grid,
     *,
     epsilon: float,
-    tau: float,
+    tau: float | str,
     kernel: Mapping[str, object],
     centering: str = "public",
     center: ArrayLike | None = None,
@@ -510,14 +518,23 @@ def release_covariance(
     secure: bool = True,
     rng: np.random.Generator | None = None,
     signal_fraction: float = DEFAULT_SIGNAL_FRACTION,
+    tau_share: float = DEFAULT_TAU_SHARE,
+    tau_range: tuple[float, float] | None = None,
 ) -> CovarianceRelease:
     """Release a differentially private covariance surface (Python facade, MATH.md §6).
 
     Args:
         curves: ``n x K`` curve values on the grid (one row per privacy unit).
         t: grid nodes (trapezoid weights) or a :class:`Grid`.
-        epsilon: privacy parameter of one draw.
-        tau: ``tau_c`` (public centring: clip of ``X_i - center``) or ``tau`` (sample-mean centring).
+        epsilon: privacy parameter of one draw (the ``tau`` split included).
+        tau: ``tau_c`` (public centring: clip of ``X_i - center``) or ``tau`` (sample-mean centring). ``"auto"``:
+            bought with ``tau_share`` of ``epsilon`` by one OpenDP DP quantile (MATH.md §1.7) of the norms of exactly
+            the records the clip applies to — the centred curves ``X_i - center`` (public centring) or the **raw**
+            curves (sample-mean centring: the records are clipped before their own mean is removed) — over the
+            geometric grid on ``tau_range`` (default ``[0.01, 1] * sqrt(|T|)``), at the level of
+            ``tuning.tau.summary_level@1`` (:func:`fdpcore.noise.quantiles.plan_with_tau`; the a-priori upper end of
+            ``tau_range``, free, when ``n * epsilon`` is too small). The plan's ``budget_splits`` are then ``tau`` and
+            ``covariance``; ``plan.tau`` is the drawn value. Needs ``draws=1``.
         kernel: noise kernel mapping, e.g. ``{"name": "matern", "nu": 1.5, "rho": 0.1}``.
         centering: ``"public"`` (``center``, default the zero curve) or ``"sample_mean"``.
         center: the public centre on the grid (must not be computed from ``curves``).
@@ -529,9 +546,12 @@ def release_covariance(
         secure: OpenDP samplers; ``False`` uses NumPy (simulations only).
         rng: generator for ``secure=False``.
         signal_fraction: prior signal scale of the default ``risk_prior`` rule as a fraction of ``tau^2``.
+        tau_share: share of ``epsilon`` that buys ``tau="auto"`` (raised for small ``n``:
+            :func:`fdpcore.noise.quantiles.choice_epsilon`).
+        tau_range: the range of the candidate grid of ``tau="auto"``.
 
-    Privacy assumptions: grid, kernel, ``tau``, ``center``, parameters and ``n`` are public;
-    one row per privacy unit; replace-one adjacency.
+    Privacy assumptions: grid, kernel, ``tau`` (or its public range and share), ``center``, parameters and ``n``
+    are public; one row per privacy unit; replace-one adjacency.
 
     >>> rng = np.random.default_rng(2)
     >>> x = rng.normal(size=(300, 20)) * 0.2
@@ -539,6 +559,10 @@ def release_covariance(
     ...                        kernel={"name": "matern", "nu": 1.5, "rho": 0.1}, secure=False, rng=rng)
     >>> r.surfaces.shape, r.plan.sensitivity_formula
     ((1, 20, 20), 'sensitivity.cov.public_center@1')
+    >>> a = release_covariance(x, np.linspace(0, 1, 20), epsilon=1.0, tau="auto",
+    ...                        kernel={"name": "matern", "nu": 1.5, "rho": 0.1}, secure=False, rng=rng)
+    >>> [s["name"] for s in a.plan.budget_splits], a.plan.tau == a.plan.public_choices[0].value
+    (['tau', 'covariance'], True)
     """
     grid = t if isinstance(t, Grid) else grid_from_nodes(t)
     x = _validate.finite_matrix("curves", curves, grid.size)
@@ -550,8 +574,19 @@ def release_covariance(
             x = x - c
     elif center is not None:
         raise PrivacyParameterError("center is only used with centering 'public'")
-    plan = plan_covariance_release(grid, kernel, n=x.shape[0], tau=tau, epsilon=epsilon, centering=centering,
-                                   eta=eta, psi=psi, tuning=tuning, secure=secure, signal_fraction=signal_fraction)
+    elif centering not in CENTERINGS:
+        raise DomainError(f"centering ({centering!r}) must be one of {sorted(CENTERINGS)}")
+    n = x.shape[0]
+
+    def plan_at(radius: float, choices: tuple[PublicChoice, ...]) -> CovariancePlan:  # public inputs only
+        return plan_covariance_release(grid, kernel, n=n, tau=radius, epsilon=epsilon, centering=centering, eta=eta,
+                                       psi=psi, tuning=tuning, secure=secure, signal_fraction=signal_fraction,
+                                       public_choices=choices)
+
+    # x holds exactly the records the clip applies to: centred (public) or raw (sample_mean)
+    plan = plan_with_tau(tau, x, grid, plan_at, summary="covariance", epsilon=epsilon, tau_share=tau_share,
+                         tau_range=tau_range, draws=draws,
+                         unit_noise=lambda ch: (math.sqrt(plan_at(1.0, ch).expected_sq_l2_error), None))
     clipped, _ = clip_l2(x, grid.weights, plan.tau)
     z = summarise_covariance(clipped, plan)
     return CovarianceRelease(draw_covariance_release(plan, z, draws=draws, rng=rng), plan, bool(psd))

@@ -30,7 +30,14 @@ from fdpcore.basis.kernels import KernelSpec, decay_rate, kernel_spec
 from fdpcore.data.preprocess import clip_l2
 from fdpcore.errors import DomainError, PrivacyParameterError
 from fdpcore.noise.iclp import LaplaceCalibration, calibrate_iclp, iclp_expected_sq_error, sample_laplace_whitened
-from fdpcore.noise.quantiles import PublicChoice, choice_formulas, choice_splits, epsilon_after_choices
+from fdpcore.noise.quantiles import (
+    DEFAULT_TAU_SHARE,
+    PublicChoice,
+    choice_formulas,
+    choice_splits,
+    epsilon_after_choices,
+    plan_with_tau,
+)
 from fdpcore.privacy.accounting import exact
 from fdpcore.privacy.tuning import DEFAULT_SIGNAL_FRACTION, pss_iclp_qr
 from fdpcore.summaries.covariance import qr_regularisation
@@ -527,7 +534,7 @@ def release_fosr(
     t: ArrayLike | Grid,
     *,
     epsilon: float,
-    tau_y: float,
+    tau_y: float | str,
     bound: float,
     kernel: Mapping[str, object],
     intercept: bool = True,
@@ -538,6 +545,8 @@ def release_fosr(
     draws: int = 1,
     secure: bool = True,
     rng: np.random.Generator | None = None,
+    tau_share: float = DEFAULT_TAU_SHARE,
+    tau_range: tuple[float, float] | None = None,
 ) -> FosrRelease:
     """Release differentially private FoSR coefficient curves (Python facade, MATH.md §7).
 
@@ -545,9 +554,15 @@ def release_fosr(
         curves: ``n x K`` response curves on the grid (one row per privacy unit).
         covariates: ``n x q`` scalar covariates (without the intercept column).
         t: grid nodes or a :class:`Grid`.
-        epsilon: total privacy parameter of one draw (``gamma`` of it for ``T1``).
-        tau_y: clip radii of the curves and of the covariates (``B_z`` with an intercept, else ``B_x``).
-        bound: see ``tau_y``.
+        epsilon: total privacy parameter of one draw (the ``tau`` split, then ``gamma`` of the rest for ``T1``).
+        tau_y: clip radius of the response curves. ``"auto"``: bought with ``tau_share`` of ``epsilon`` by one
+            OpenDP DP quantile (MATH.md §1.7) of the norms of the response curves as given (exactly the records the
+            clip applies to; centre them by a public reference first, if any) over the geometric grid on
+            ``tau_range`` (default ``[0.01, 1] * sqrt(|T|)``), at the level of ``tuning.tau.summary_level@1`` from
+            ``T2``'s noise (:func:`fdpcore.noise.quantiles.plan_with_tau`; the a-priori upper end of ``tau_range``,
+            free, when ``n * epsilon`` is too small). The plan's ``budget_splits`` are then ``tau``, ``T1`` and
+            ``T2``; ``plan.tau_y`` is the drawn value. Needs ``draws=1``.
+        bound: clip radius of the covariates (``B_z`` with an intercept, else ``B_x``).
         kernel: noise kernel mapping.
         intercept: add the constant column.
         gamma: see :func:`plan_fosr_release`.
@@ -557,9 +572,12 @@ def release_fosr(
         draws: as in :func:`fdpcore.summaries.mean.release_mean`.
         secure: see ``draws``.
         rng: see ``draws``.
+        tau_share: share of ``epsilon`` that buys ``tau_y="auto"`` (raised for small ``n``:
+            :func:`fdpcore.noise.quantiles.choice_epsilon`).
+        tau_range: the range of the candidate grid of ``tau_y="auto"``.
 
-    Privacy assumptions: grid, kernel, radii, ``gamma``, ``(eta, psi)``, the floor and ``n`` are
-    public; one row per privacy unit; replace-one adjacency.
+    Privacy assumptions: grid, kernel, radii (or the public range and share of ``tau_y="auto"``), ``gamma``,
+    ``(eta, psi)``, the floor and ``n`` are public; one row per privacy unit; replace-one adjacency.
 
     Examples:
         >>> rng = np.random.default_rng(0)
@@ -569,14 +587,30 @@ def release_fosr(
         ...                  kernel={"name": "matern", "nu": 1.5, "rho": 0.2}, secure=False, rng=rng)
         >>> r.coefficients.shape, r.plan.budget_splits[0]["epsilon"] + r.plan.budget_splits[1]["epsilon"]
         ((1, 2, 25), 1.0)
+        >>> a = release_fosr(y, z, np.linspace(0, 1, 25), epsilon=1.0, tau_y="auto", bound=1.0,
+        ...                  kernel={"name": "matern", "nu": 1.5, "rho": 0.2}, secure=False, rng=rng)
+        >>> [s["name"] for s in a.plan.budget_splits], a.plan.tau_y == a.plan.public_choices[0].value
+        (['tau', 'T1 (design moments)', 'T2 (cross-moment curves)'], True)
     """
     grid = t if isinstance(t, Grid) else grid_from_nodes(t)
     y = _validate.finite_matrix("curves", curves, grid.size)
     z = _validate.finite_matrix("covariates", covariates)
     if z.shape[0] != y.shape[0]:
         raise DomainError(f"covariates has {z.shape[0]} rows but curves has {y.shape[0]}")
-    plan = plan_fosr_release(grid, kernel, n=y.shape[0], n_covariates=z.shape[1], intercept=intercept, bound=bound,
-                             tau_y=tau_y, epsilon=epsilon, gamma=gamma, eta=eta, psi=psi, floor=floor, secure=secure)
+    n, q = y.shape[0], z.shape[1]
+
+    def plan_at(radius: float, choices: tuple[PublicChoice, ...]) -> FosrPlan:  # public inputs only
+        return plan_fosr_release(grid, kernel, n=n, n_covariates=q, intercept=intercept, bound=bound, tau_y=radius,
+                                 epsilon=epsilon, gamma=gamma, eta=eta, psi=psi, floor=floor, secure=secure,
+                                 public_choices=choices)
+
+    def unit_noise(choices: tuple[PublicChoice, ...]) -> tuple[float, float | None]:
+        unit = plan_at(1.0, choices)
+        return math.sqrt(unit.expected_sq_l2_error_t2), unit.x_bound
+
+    # y holds exactly the response curves the clip applies to
+    plan = plan_with_tau(tau_y, y, grid, plan_at, summary="fosr", epsilon=epsilon, tau_share=tau_share,
+                         tau_range=tau_range, unit_noise=unit_noise, draws=draws, name="tau_y")
     zc, _ = clip_covariates(z, plan.bound)
     yc, _ = clip_l2(y, grid.weights, plan.tau_y)
     z1, z2 = summarise_fosr(zc, yc, plan)

@@ -40,7 +40,14 @@ from fdpcore.basis.kernels import KernelSpec, kernel_spec
 from fdpcore.data.preprocess import clip_l2
 from fdpcore.errors import DomainError
 from fdpcore.noise.bingham import BinghamChains, sample_matrix_bingham, sample_vector_bingham
-from fdpcore.noise.quantiles import PaysChoicesFirst, PublicChoice, choice_formulas, epsilon_after_choices
+from fdpcore.noise.quantiles import (
+    DEFAULT_TAU_SHARE,
+    PaysChoicesFirst,
+    PublicChoice,
+    choice_formulas,
+    epsilon_after_choices,
+    plan_with_tau,
+)
 
 __all__ = [
     "FpcaBasis",
@@ -528,18 +535,28 @@ def release_fpca(
     *,
     n_components: int,
     epsilon: float,
-    tau: float,
+    tau: float | str,
     rng: np.random.Generator,
     prior_strength: float | None = None,
     burn_in: int | None = None,
     method: str = "acg",
     sampler: str = "deflation",
     non_private: bool = False,
+    tau_share: float = DEFAULT_TAU_SHARE,
+    tau_range: tuple[float, float] | None = None,
 ) -> FpcaRelease:
     """Methodologist facade: clip, project, and release the span of ``k`` private components (MATH.md §10).
 
     ``curves`` must already be centred by a *public* reference (MATH.md §10.2); centring by
     the sample mean breaks the ``tau^2`` sensitivity.
+
+    ``tau="auto"`` buys the clip radius with ``tau_share`` of ``epsilon`` (raised for small ``n``:
+    :func:`fdpcore.noise.quantiles.choice_epsilon`): one OpenDP DP **median** (``tuning.tau.summary_level@1``) of the
+    norms of ``curves`` — exactly the records the clip applies to — over the geometric grid on ``tau_range``
+    (default ``[0.01, 1] * sqrt(|T|)``; :func:`fdpcore.noise.quantiles.plan_with_tau`), or the a-priori upper end of
+    ``tau_range`` (free) when ``n * epsilon`` is too small. The plan's ``budget_splits`` are then ``tau`` and
+    ``fpca`` (the mechanism, its steps and the paper's ``c = epsilon/2`` use what ``tau`` leaves); ``plan.tau`` is
+    the drawn value. The quantile is OpenDP's draw, not ``rng``'s.
 
     Privacy assumptions:
         Grid, basis, ``Sigma``, ``tau``, ``c``, ``burn_in`` and ``n`` are public; one row per
@@ -553,11 +570,21 @@ def release_fpca(
     >>> r = release_fpca(x, b, n_components=1, epsilon=1.0, tau=1.0, rng=np.random.default_rng(2))
     >>> r.components.shape, round(float(g.norm(r.components.T)[0]), 12)
     ((30, 1), 1.0)
+    >>> a = release_fpca(x, b, n_components=1, epsilon=1.0, tau="auto", rng=np.random.default_rng(2))
+    >>> [s["name"] for s in a.plan.budget_splits], a.plan.tau == a.plan.public_choices[0].value
+    (['tau', 'fpca'], True)
     """
-    plan = plan_fpca_release(basis, n_components=n_components, epsilon=epsilon, tau=tau,
-                             prior_strength=prior_strength, burn_in=burn_in, method=method, sampler=sampler,
-                             non_private=non_private)
-    v = draw_fpca_components(plan, fpca_gram(curves, basis, plan.tau), rng)
+    x = _validate.finite_matrix("curves", curves, ncols=basis.grid.size)
+
+    def plan_at(radius: float, choices: tuple[PublicChoice, ...]) -> FpcaPlan:  # public inputs only
+        return plan_fpca_release(basis, n_components=n_components, epsilon=epsilon, tau=radius,
+                                 prior_strength=prior_strength, burn_in=burn_in, method=method, sampler=sampler,
+                                 non_private=non_private, public_choices=choices)
+
+    # x holds exactly the records the clip applies to (fpca_gram clips them to plan.tau)
+    plan = plan_with_tau(tau, x, basis.grid, plan_at, summary="fpca", epsilon=epsilon, tau_share=tau_share,
+                         tau_range=tau_range)
+    v = draw_fpca_components(plan, fpca_gram(x, basis, plan.tau), rng)
     return FpcaRelease(basis.functions @ v, v, plan)
 
 
