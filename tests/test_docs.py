@@ -74,3 +74,13 @@ def test_each_summary_page_links_the_proof_note_of_each_of_its_formulas(page: st
     assert ids
     missing = [fid for fid in ids if f"](../proofs/{fid}.md)" not in text]
     assert not missing, missing
+
+
+@pytest.mark.parametrize("page", ["covariance", "fosr", "fpca"])
+def test_python_facade_examples_of_the_summary_pages_run(page: str) -> None:
+    """Every ```python block of these pages is self-contained and runs (its asserts check the facade's ``tau="auto"``)."""
+    path = DOCS / "summaries" / f"{page}.md"
+    blocks = re.findall(r"```python\n(.*?)```", path.read_text(), re.S)
+    assert blocks
+    for block in blocks:
+        exec(compile(block, str(path), "exec"), {"__name__": f"docs_{page}"})  # noqa: S102  # our own docs
