@@ -87,6 +87,12 @@ def test_default_error_falls_with_epsilon_on_held_out_curves(kind: str) -> None:
     assert default[-1] < old[-1]
 
 
+def test_facade_tau_auto_refuses_several_draws_sharing_one_tau() -> None:
+    x = _synthetic("fourier", 600, 40, 2)
+    with pytest.raises(DomainError, match=r"draws \(2\) must be 1 with tau='auto'"):
+        release_mean(x, np.linspace(0, 1, 40), epsilon=2.0, tau="auto", kernel=MATERN, draws=2, secure=False)
+
+
 def test_facade_tau_auto_charges_a_named_split_and_clips_at_a_candidate() -> None:
     x = _synthetic("fourier", 600, 40, 2)
     r = release_mean(x, np.linspace(0, 1, 40), epsilon=2.0, tau="auto", kernel=MATERN, secure=False,
