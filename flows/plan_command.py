@@ -74,6 +74,34 @@ def _at_epsilon(config: Any, epsilon: float) -> Any:
         raise ConfigError(format_validation_error(exc).strip()) from None
 
 
+def _tau_break_even(config: Any, n: int, row: dict[str, Any]) -> float | None:
+    """The released tau below which ``tau: auto`` beats tau fixed at the range's upper end, by the plan's own error.
+
+    A row that buys tau is priced at ``tau = 1`` with the epsilon the split leaves; the same config with
+    ``clipping.tau`` = the upper end of ``tau_range`` (nothing bought, the whole epsilon) is priced too, by the
+    plan's error including the smoothing bias of a typical mean where the plan states it (``with bias``: the
+    tuning trades the two, and with less epsilon it smooths more), else its noise. Both scale as ``tau``
+    (``tau^2`` for a covariance) at fixed epsilon, and the tunings do not depend on tau, so buying is better
+    exactly when the released tau is below ``(E_fixed / E_auto(1))^(1/power)``. ``None`` when nothing is bought at
+    this epsilon, or the summary has no additive noise (FPCA) or no closed-form error yet (public inputs only).
+    """
+    bought = [b for b in row.get("bought") or () if b["name"] == "tau" and not b["a_priori"]]
+    key = "expected_l2_error_with_bias" if row.get("expected_l2_error_with_bias") is not None else "expected_l2_error"
+    auto_error = row.get(key)
+    if not bought or auto_error is None or auto_error <= 0.0:
+        return None
+    raw = config.model_dump(mode="json")
+    raw["clipping"]["tau"] = tau_search_range(config)[1]
+    for option in ("tau_share", "tau_range"):
+        raw["clipping"].pop(option, None)
+    fixed = SUMMARIES[config.summary].config_model.model_validate(raw)
+    fixed_error = accuracy(fixed, build_plan(fixed, n), n).as_dict().get(key)
+    if fixed_error is None:
+        return None
+    power = 2 if config.summary == "covariance" else 1
+    return float((fixed_error / auto_error) ** (1.0 / power))
+
+
 def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_url: str | None) -> dict[str, Any]:
     """The plan of a config at each epsilon (JSON-able); raises :class:`FdpError` on a bad config or data file."""
     path = Path(config_path)
@@ -88,6 +116,7 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
         try:
             cfg = _at_epsilon(config, eps)
             row = accuracy(cfg, build_plan(cfg, n), n).as_dict()
+            row["tau_break_even"] = _tau_break_even(cfg, n, row)
             if cfg.summary == "covariance":
                 warning = covariance_centering_check(cfg, n, ro_url)
                 if warning is not None:
@@ -181,6 +210,12 @@ def print_plan(report: dict[str, Any]) -> None:
                     f"{b['epsilon']:g} of {r['epsilon']:g} (level {b['quantile_level']:.3g})")
     for name, parts in bought.items():
         print(f"  bought with budget: {name}, epsilon " + ", ".join(parts))
+    even = [(r["epsilon"], r["tau_break_even"]) for r in report["rows"] if r.get("tau_break_even") is not None]
+    if even:
+        print("  tau: auto beats tau fixed at the upper end of tau_range (the whole epsilon, nothing bought) if the "
+              "tau it releases is below " + ", ".join(f"{t:.3g} at epsilon {e:g}" for e, t in even)
+              + " (by the error above: 'with bias' where shown; clipping below the largest norm adds its own bias; "
+              "a tight a-priori bound puts the records' norms near the upper end, and then a fixed tau is better)")
     fixed = [r["epsilon"] for r in report["rows"] if any(b["a_priori"] for b in r.get("bought") or ())]
     if fixed:
         hi = next(b["candidates"][-1] for r in report["rows"] for b in r.get("bought") or () if b["a_priori"])

@@ -113,6 +113,58 @@ def test_plan_with_bias_is_the_noise_plus_the_prior_bias_of_the_chosen_tuning(tm
     assert row.expected_l2_error_with_bias == pytest.approx(math.sqrt((row.expected_l2_error / scale) ** 2 + bias) * scale)
 
 
+@pytest.mark.parametrize(("example", "key"), [("electricity_mean.yaml", "expected_l2_error_with_bias"),
+                                            ("growth_fosr.yaml", "expected_l2_error"),
+                                            ("electricity_covariance.yaml", "expected_l2_error")])
+def test_plan_tau_break_even_is_where_the_bought_tau_prices_like_the_fixed_upper_end(
+        example: str, key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """tau: auto rows state the released tau at which the release's error equals that of tau fixed at the range's top.
+
+    Checked against a second plan of the same config at that fixed tau and against the auto plan priced at the
+    break-even tau itself (the error scales as tau, tau^2 for a covariance); rows that buy nothing state none.
+    """
+    from fdp.flows.config import load_config
+    from fdp.tasks.planning import (
+        accuracy,
+        build_plan,
+        count_config_units,
+        covariance_plan,
+        fosr_plan,
+        mean_plan,
+        tau_search_range,
+    )
+
+    auto = write_config(tmp_path, REPO / "examples" / example, clipping__tau="auto")
+    config = load_config(auto)
+    hi = tau_search_range(config)[1]
+    fixed = write_config(tmp_path, REPO / "examples" / example, clipping__tau=hi)
+    eps = [0.01, 1.0, 4.0]
+    rows = {r["epsilon"]: r for r in plan_report(auto, eps, None)["rows"]}
+    fixed_rows = {r["epsilon"]: r for r in plan_report(fixed, eps, None)["rows"]}
+    assert rows[0.01]["tau_break_even"] is None  # n * epsilon too small: tau is the fixed upper end already
+    power = 2 if "covariance" in example else 1
+    for e in (1.0, 4.0):
+        t = rows[e]["tau_break_even"]
+        assert 0 < t < hi
+        assert rows[e][key] * t**power == pytest.approx(fixed_rows[e][key], rel=1e-9)
+        assert fixed_rows[e]["tau_break_even"] is None  # a fixed tau buys nothing
+    # the auto plan priced at the break-even tau (its split kept) has exactly the fixed plan's error
+    from dataclasses import replace
+
+    from fdpcore.noise.quantiles import draw_public_choice
+
+    cfg = config.model_copy(update={"privacy": config.privacy.model_copy(update={"epsilon": 4.0})})
+    n = count_config_units(cfg, str(auto.parent))
+    (choice,) = build_plan(cfg, n).public_choices
+    t = rows[4.0]["tau_break_even"]
+    drawn = replace(draw_public_choice(choice, [1.0] * n), value=t)  # as if the quantile had released t
+    plan_at = {"mean": mean_plan, "covariance": covariance_plan, "fosr": fosr_plan}[cfg.summary]
+    at_t = accuracy(cfg, plan_at(cfg, n, t, (drawn,)), n).as_dict()
+    assert at_t[key] == pytest.approx(fixed_rows[4.0][key], rel=1e-6)
+    assert main(["plan", str(auto), "--epsilon", "1", "--epsilon", "4"]) == 0
+    assert f"if the tau it releases is below {rows[1.0]['tau_break_even']:.3g} at epsilon 1" in capsys.readouterr().out
+
+
 def test_plan_rejects_bad_epsilon_and_reports_invalid_ladder_steps(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cfg = write_config(tmp_path, REPO / "examples" / "electricity_mean_dp_select.yaml")
     assert main(["plan", str(cfg), "--epsilon", "-1"]) == 2
