@@ -58,6 +58,7 @@ __all__ = [
     "quantile_rank_margin",
     "record_levels",
     "record_norms",
+    "one_draw_with_auto",
     "plan_with_tau",
     "summary_tau_choice",
     "summary_tau_level",
@@ -529,6 +530,20 @@ def summary_tau_choice(summary: str, n: int, epsilon: float, *, tau_share: float
     return tau_choice(n, e_tau, 1.0, tau_range, alpha=alpha)
 
 
+def one_draw_with_auto(draws: int, name: str = "tau") -> None:
+    """Refuse ``draws > 1`` with ``name='auto'`` in a facade: each draw is a separate release that buys its own radius.
+
+    >>> one_draw_with_auto(1)
+    >>> one_draw_with_auto(2)
+    Traceback (most recent call last):
+    ...
+    fdpcore.errors.DomainError: draws (2) must be 1 with tau='auto': each draw is a separate release that would buy its own tau; call the facade once per draw
+    """
+    if draws != 1:
+        raise DomainError(f"draws ({draws!r}) must be 1 with {name}='auto': each draw is a separate release that would "
+                          f"buy its own {name}; call the facade once per draw")
+
+
 def plan_with_tau(
     tau: float | str, records: ArrayLike, grid: Grid, plan: Callable[[float, tuple[PublicChoice, ...]], PlanT], *,
     summary: str, epsilon: float, tau_share: float, tau_range: tuple[float, float] | None,
@@ -565,9 +580,7 @@ def plan_with_tau(
         return plan(tau, ())
     if tau != "auto":
         raise DomainError(f"{name} ({tau!r}) must be a positive number or 'auto'")
-    if draws != 1:
-        raise DomainError(f"draws ({draws!r}) must be 1 with {name}='auto': each draw is a separate release that would "
-                          f"buy its own {name}; call the facade once per draw")
+    one_draw_with_auto(draws, name)
     x = _validate.finite_matrix("records", records, grid.size)
     if tau_range is None:
         a, b = grid.domain_range

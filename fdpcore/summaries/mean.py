@@ -67,6 +67,7 @@ from fdpcore.noise.quantiles import (
     default_tau_range,
     draw_public_choice,
     epsilon_after_choices,
+    one_draw_with_auto,
     record_norms,
     tau_candidates,
     tau_choice,
@@ -968,9 +969,7 @@ def release_mean(
     if isinstance(tau, str):
         if tau != "auto":
             raise DomainError(f"tau ({tau!r}) must be a positive number or 'auto'")
-        if draws != 1:  # as fdpcore.noise.quantiles.plan_with_tau: a release buys its own tau
-            raise DomainError(f"draws ({draws!r}) must be 1 with tau='auto': each draw is a separate release that would "
-                              "buy its own tau; call the facade once per draw")
+        one_draw_with_auto(draws)
         (pending_tau,) = auto_public_choices(grid, kernel, n=x.shape[0], epsilon=epsilon, tau_auto=True,
                                              tau_share=tau_share, tau_range=tau_range, **kwargs)  # type: ignore[arg-type]
         drawn = draw_public_choice(pending_tau, record_norms(x, grid.weights))
