@@ -94,7 +94,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--period", default=None,
                    help="budget period YYYY-MM charged (default: the current month; never a later one)")
 
-    d = sub.add_parser("demo", help="release the mean Adelaide Monday electricity-demand curve (shipped data)")
+    d = sub.add_parser("demo", help="release the mean Adelaide Monday electricity-demand curve (shipped data, the default tuning and tau: auto)")
     d.add_argument("--out", default="fdp-demo", help="output directory (default: ./fdp-demo)")
     d.add_argument("--ledger", default=None, help="ledger database URL")
 
@@ -724,7 +724,7 @@ def _check_series_deployments(served: dict[str, tuple[str, Any, str]]) -> None:
 
 
 def _demo(out: str, ledger_url: str | None) -> int:
-    config = resources.files("fdp.examples") / "electricity_mean.yaml"
+    config = resources.files("fdp.examples") / "electricity_mean_auto.yaml"
     with resources.as_file(config) as path:
         return _release(Path(path), out, ledger_url, None)
 

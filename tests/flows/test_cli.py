@@ -54,6 +54,9 @@ def test_demo_releases_the_shipped_example(tmp_path: Path, capsys: pytest.Captur
     assert main(["demo", "--out", str(tmp_path / "demo"), "--ledger", url]) == 0
     manifest = json.loads((tmp_path / "demo" / "manifest.json").read_text())
     assert manifest["dataset_id"] == "adelaide-electricity-monday" and manifest["n"] == 508
+    # the defaults a user gets: tau bought first, then the mean with the risk_prior tuning
+    assert [s["name"] for s in manifest["budget_splits"]] == ["tau", "mean"]
+    assert manifest["parameters"]["tuning"]["rule"] == "risk_prior"
     assert "remaining epsilon 99" in capsys.readouterr().out
 
 

@@ -55,6 +55,14 @@ def test_plan_equals_the_manifest_of_a_real_release(example: Path, tmp_path: Pat
         assert row["tuning"]["candidates"] == m["parameters"]["selection"]["candidates"]
         low, high = row["expected_l2_error_range"]  # the release's noise is that of one candidate: stated before
         assert low <= m["noise"]["expected_l2_error"] <= high == row["expected_l2_error"]
+    elif any(not b["a_priori"] for b in row.get("bought") or ()):  # tau: auto: the plan is priced at tau = 1
+        tau = m["parameters"]["tau"]  # the released tau; a mean's sensitivity, scale and noise are linear in it
+        assert [s["name"] for s in m["budget_splits"]] == [b["name"] for b in row["bought"]] + ["mean"]
+        for key, value in (("sensitivity", m["sensitivity"]["value"]), ("noise_scale", m["noise"]["whitened_scale"]),
+                           ("expected_l2_error", m["noise"]["expected_l2_error"])):
+            assert row[key] * tau == pytest.approx(value, rel=1e-12)
+        for key in ("eta", "psi"):
+            assert row["tuning"][key] == m["parameters"][key]
     else:
         assert row["sensitivity"] == m["sensitivity"]["value"]
         assert row["noise_scale"] == m["noise"]["whitened_scale"]
