@@ -589,7 +589,8 @@ def plan_with_tau(
         raise DomainError(f"tau_range ({tau_range!r}) must be a pair (lo, hi)")
     pending = summary_tau_choice(summary, int(x.shape[0]), epsilon, tau_share=tau_share,
                                  tau_range=(float(tau_range[0]), float(tau_range[1])), unit_noise=unit_noise)
-    plan(1.0, (pending,))  # every public parameter checked, and the split priced, before any data is read
+    if unit_noise is None or pending.a_priori:  # else summary_tau_choice has priced plan(1.0, ...) with this split
+        plan(1.0, (pending,))  # every public parameter checked, and the split priced, before any data is read
     drawn = draw_public_choice(pending, [] if pending.a_priori else record_norms(x, grid.weights))
     if drawn.value is None:  # pragma: no cover - draw_public_choice always sets it
         raise InternalError(f"{name} 'auto' without a drawn value")
