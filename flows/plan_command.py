@@ -177,7 +177,10 @@ def print_plan(report: dict[str, Any]) -> None:
                                             if b["period_remaining_epsilon"] is not None else "")
     print(f"  budget: remaining epsilon {left}, delta {b['remaining_delta']:g} — {b['source']}, {b['accounting']} accounting")
     biased = any(r.get("expected_l2_error_with_bias") is not None for r in report["rows"])
-    print(f"  {'epsilon':>8} {'sensitivity':>11} {'noise scale':>11} {'E L2 error':>11} {'relative':>9} "
+    fpca = report["summary"] == "fpca"  # no additive noise: the expected captured-energy shortfall instead
+    error_key = "expected_energy_shortfall" if fpca else "expected_l2_error"
+    print(f"  {'epsilon':>8} {'sensitivity':>11} {'noise scale':>11} {'E shortfall' if fpca else 'E L2 error':>11} "
+          f"{'of tau^2' if fpca else 'relative':>9} "
           + (f"{'with bias':>10} " if biased else "") + f"{'95% band':>10} {'eps left':>9}  tuning")
     for r in report["rows"]:
         if "error" in r:
@@ -190,14 +193,14 @@ def print_plan(report: dict[str, Any]) -> None:
         rel = "-" if r["relative_error"] is None else f"{100 * r['relative_error']:.3g}%"
         fits = "" if r["fits_budget"] in (None, True) else " (over budget)"
         print(f"  {r['epsilon']:>8g} {_fmt(r['sensitivity']):>11} {_fmt(r['noise_scale']):>11} "
-              f"{_fmt(r['expected_l2_error']):>11} {rel:>9} "
+              f"{_fmt(r.get(error_key)):>11} {rel:>9} "
               + (f"{_fmt(r.get('expected_l2_error_with_bias')):>10} " if biased else "")
               + f"{_fmt(r['band_half_width_max']):>10} "
               f"{_fmt(r['budget_remaining_epsilon_after'], 'g'):>9}  {tuning}{fits}")
     notes = {r["note"] for r in report["rows"] if "note" in r}
     for note in sorted(notes):
-        print(f"  E L2 error: {note}; relative: over the L2 norm of a curve at the public value scale; "
-              "95% band: widest pointwise half-width of the noise (source units)")
+        print(f"  {note}" if fpca else f"  E L2 error: {note}; relative: over the L2 norm of a curve at the public value "
+              "scale; 95% band: widest pointwise half-width of the noise (source units)")
     if biased:
         print("  with bias: sqrt(E L2 error^2 + smoothing bias^2) for a typical mean of norm signal_fraction x tau "
               "(the risk_prior assumption; the real bias depends on the unknown mean): what the tuning minimises, so "

@@ -161,6 +161,11 @@ class FpcaSamplerRecord(Frozen):
     burn_in: int | None = Field(None, description="Gibbs sweeps before the released state (None for exact draws)")
     burn_in_choice: str | None = None
     released_states: Literal[1] = 1
+    expected_energy_shortfall: float | None = Field(
+        None, ge=0, description="the noise part of the expected captured-energy shortfall per record of the released "
+        "components against the best subspace of the basis, source units squared (formula "
+        "accuracy.fpca.energy_shortfall@1, a Laplace approximation: an accuracy figure, not a privacy bound); the base "
+        "measure adds a data-dependent bias to it; what `fdp plan` stated")
     initialization: str
     rng: str
     caveat: str

@@ -79,11 +79,14 @@ def error_vs_epsilon_png(report: Mapping[str, Any]) -> bytes:
     Only numbers computed from public inputs and ``n`` are plotted (the plan has seen no data value).
     """
     plt = _pyplot()
-    rows = [r for r in report["rows"] if r.get("expected_l2_error") is not None]
+    fpca = report["summary"] == "fpca"  # no noise curve: the expected captured-energy shortfall per record
+    key = "expected_energy_shortfall" if fpca else "expected_l2_error"
+    rows = [r for r in report["rows"] if r.get(key) is not None]
     fig, ax = plt.subplots(figsize=(6.0, 3.8), dpi=100)
     if rows:
         eps = [r["epsilon"] for r in rows]
-        ax.plot(eps, [r["expected_l2_error"] for r in rows], marker="o", label="expected L2 error of the noise")
+        ax.plot(eps, [r[key] for r in rows], marker="o", label="expected captured-energy shortfall per record"
+                if fpca else "expected L2 error of the noise")
         bands = [(r["epsilon"], r["band_half_width_max"]) for r in rows if r.get("band_half_width_max") is not None]
         if bands:
             ax.plot(*zip(*bands, strict=True), marker="s", linestyle="--", label="widest 95% noise band (pointwise)")
@@ -92,7 +95,7 @@ def error_vs_epsilon_png(report: Mapping[str, Any]) -> bytes:
         ax.set_yscale("log")
         ax.minorticks_off()  # log minor labels overlap; label the planned epsilons and a few error levels instead
         ax.set_xticks(eps, [f"{e:g}" for e in eps])
-        values = [r["expected_l2_error"] for r in rows] + [b for _, b in bands]
+        values = [r[key] for r in rows] + [b for _, b in bands]
         ticks = sorted({float(f"{v:.2g}") for v in (min(values), max(values), (min(values) * max(values)) ** 0.5)})
         ax.set_yticks(ticks, [f"{v:g}" for v in ticks])
         ax.legend(fontsize=8)
@@ -100,7 +103,7 @@ def error_vs_epsilon_png(report: Mapping[str, Any]) -> bytes:
         ax.text(0.5, 0.5, "no closed-form error for this summary\n(see `fdp plan` text)", ha="center", va="center",
                 transform=ax.transAxes)
     ax.set_xlabel("epsilon of the release")
-    ax.set_ylabel("source units")
+    ax.set_ylabel("source units squared" if fpca else "source units")
     ax.set_title(f"fdp plan: {report['summary']} of {report['dataset_id']} (n = {report['n']}); nothing charged",
                  fontsize=9)
     fig.tight_layout()

@@ -204,6 +204,7 @@ def public_fpca_release(
             "exact": exact,
             "burn_in": None if exact else p.burn_in,
             "burn_in_choice": None if exact else config.sampler.burn_in_choice,
+            "expected_energy_shortfall": p.expected_energy_shortfall(n) * ds.value_scale**2,
             "initialization": "Haar-random frame (QR of a Gaussian matrix), independent of the data",
             "rng": "NumPy Generator(PCG64) seeded from the operating system (secrets); seed never stored",
             "caveat": ("DP holds exactly for exact samples. " + ("Every released state is an exact draw. " if exact else
@@ -214,7 +215,7 @@ def public_fpca_release(
         },
         formulas=sorted({
             "grid.midpoint@1" if grid.rule == "midpoint" else "grid.trapezoid@1", "eigen.weighted_kl@1",
-            "preprocess.align_linear@1", "preprocess.clip_l2@1", *p.formulas,
+            "preprocess.align_linear@1", "preprocess.clip_l2@1", "accuracy.fpca.energy_shortfall@1", *p.formulas,
             *(() if config.basis.length_scale else ("tuning.fpca.gaussian_basis@1",)),
         }),
         outputs=[{"path": name, "sha256": hashlib.sha256(data).hexdigest()}  # type: ignore[misc]
@@ -250,6 +251,11 @@ def fpca_release_note(manifest: dict[str, Any], budget: dict[str, Any], period: 
         f"**What is released.** The span of {par['n_components']} principal component curve(s) of the curves clipped to "
         f"norm {par['tau']:g}, drawn once from the exponential mechanism over {par['basis']['n_basis']} smooth basis "
         "functions. Order and signs of the curves carry no meaning.",
+        "",
+        f"**Accuracy (stated before release).** The randomness of the mechanism costs about "
+        f"{s['expected_energy_shortfall']:.4g} (source units squared) of the energy per record that the best "
+        f"{par['n_components']}-dimensional subspace of the basis captures (formula accuracy.fpca.energy_shortfall@1, an "
+        "approximation); the smooth base measure adds a bias that depends on the data.",
         "",
         f"**Sampler.** {s['method']}; burn-in: {s['burn_in'] if s['burn_in'] is not None else 'none (exact draw)'}. "
         f"{s['caveat']}",

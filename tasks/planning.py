@@ -288,6 +288,9 @@ class Accuracy:
         bought: public parameters bought with part of epsilon (``tau: auto``, ``value_offset: auto``), not yet drawn.
         expected_l2_error_range: ``dp_select``/``pcv``: the smallest and largest ``expected_l2_error`` (source units)
             over the candidates; the release's is one of them (``None`` for a fixed tuning).
+        expected_energy_shortfall: FPCA: the noise part of the expected captured-energy shortfall per record
+            (source units squared, :func:`fdpcore.summaries.fpca.fpca_energy_shortfall`); ``relative_error`` is
+            then this over ``tau^2``.
     """
 
     summary: str
@@ -307,6 +310,7 @@ class Accuracy:
     budget_splits: list[dict[str, Any]] | None = None
     bought: list[dict[str, Any]] | None = None
     expected_l2_error_range: tuple[float, float] | None = None
+    expected_energy_shortfall: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON form."""
@@ -341,7 +345,13 @@ _NOTES = {
     "mean": "the noise part of the error of the released curve (source units, L2 over the time domain)",
     "covariance": "error of the surface before the PSD projection (source units squared, L2 over T x T)",
     "fosr": "error of the noisy cross-moment curves T2; the coefficient curves scale it by at most 1/safe_inverse_floor",
-    "fpca": "exponential mechanism: no additive noise; the sampler's temperature is epsilon/(2 sensitivity)",
+    "fpca": ("exponential mechanism, no additive noise: 'E shortfall' is the noise part of the captured-energy "
+             "shortfall per record of the k components against the best k-dimensional subspace of the basis (source "
+             "units squared; the Laplace approximation k (m - k) tau^2 / (n epsilon_step), formula "
+             "accuracy.fpca.energy_shortfall@1), 'of tau^2' the same over the bound on a record's energy: where the "
+             "records' leading components carry less energy than this, the release mostly shows the base measure; the "
+             "base measure (prior_strength c > 0) adds a bias towards smooth components that depends on the data and "
+             "does not fall with epsilon"),
     "kde": "error of the released density (per source unit, L2 over the domain)",
     "erm": "error of the released function (label units, L2 over the domain)",
 }
@@ -368,8 +378,11 @@ def accuracy(config: Any, plan: Any, n: int, *, band: bool = True) -> Accuracy:
         sens, formula, scale = plan.sensitivity, "sensitivity.fpca.projection_energy@1", None
     else:
         sens, formula, scale = plan.sensitivity, plan.sensitivity_formula, plan.calibration.scale
-    relative = None
-    if err is not None:
+    relative, shortfall = None, None
+    if s == "fpca":
+        scaled = plan.expected_energy_shortfall(n)
+        shortfall, relative = scaled * config.dataset.value_scale**2, scaled / plan.tau**2
+    elif err is not None:
         if s in ("kde", "erm"):
             relative = err[1]  # unit box: the domain has measure 1
         else:
@@ -390,6 +403,7 @@ def accuracy(config: Any, plan: Any, n: int, *, band: bool = True) -> Accuracy:
         bought=[{"name": c.name, "epsilon": c.epsilon, "quantile_level": c.alpha, "candidates": [c.candidates[0],
                  c.candidates[-1]], "formula": c.formula_id, "a_priori": c.a_priori}
                 for c in getattr(plan, "public_choices", ())] or None,
+        expected_energy_shortfall=shortfall,
     )
 
 

@@ -24,7 +24,7 @@ class Formula:
     id: str
     function: str
     math: str
-    status: str  # EXACT | UPPER | PAPER | DEFINITION | RULE
+    status: str  # EXACT | UPPER | PAPER | DEFINITION | RULE | APPROX (an accuracy figure, never a privacy bound)
 
     @property
     def proof_note(self) -> str:
@@ -99,6 +99,7 @@ _ENTRIES = [
     Formula("calibration.fpca.bingham_exponential@1", "fdpcore.summaries.fpca.fpca_bingham_parameter", "§10.1, §10.3", "EXACT"),
     Formula("sensitivity.fpca.deflated_energy@1", "fdpcore.summaries.fpca.fpca_deflated_sensitivity", "§10.2", "EXACT"),
     Formula("calibration.fpca.deflation@1", "fdpcore.summaries.fpca.fpca_deflation_parameter", "§10.3", "EXACT"),
+    Formula("accuracy.fpca.energy_shortfall@1", "fdpcore.summaries.fpca.fpca_energy_shortfall", "§10.3-10.5", "APPROX"),
     Formula("tuning.fpca.gaussian_basis@1", "fdpcore.summaries.fpca.gaussian_length_scale", "§10.3, §13.6", "RULE"),
     Formula("metric.fpca.variance_ratio@1", "fdpcore.summaries.fpca.variance_ratio", "§10.5", "DEFINITION"),
     Formula("metric.fpca.projection_distance@1", "fdpcore.summaries.fpca.projection_distance", "§10.5", "DEFINITION"),
@@ -165,7 +166,8 @@ HOMES: dict[str, str] = {
     "preprocess.clip_sup": "fdpcore.noise.bernstein", "estimator.mean.bernstein": "fdpcore.noise.bernstein",
     "sensitivity.mean.bernstein": "fdpcore.noise.bernstein",
     **{f"{kind}.{key}": f"fdpcore.summaries.{module}" for key, module in _SUMMARY_MODULES.items()
-       for kind in ("estimator", "sensitivity", "postprocess", "metric", "release", "calibration", "tuning")},
+       for kind in ("estimator", "sensitivity", "postprocess", "metric", "release", "calibration", "tuning",
+                    "accuracy")},
 }
 
 

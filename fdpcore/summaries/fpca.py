@@ -61,6 +61,7 @@ __all__ = [
     "fpca_coefficients",
     "fpca_deflated_sensitivity",
     "fpca_deflation_parameter",
+    "fpca_energy_shortfall",
     "fpca_gram",
     "fpca_sensitivity",
     "gaussian_length_scale",
@@ -302,6 +303,34 @@ def fpca_deflated_sensitivity(tau: float) -> float:
     return fpca_sensitivity(tau)
 
 
+def fpca_energy_shortfall(n_basis: int, n_components: int, *, n: int, epsilon_step: float, tau: float) -> float:
+    r"""The noise part of the expected captured-energy shortfall per record (formula ``accuracy.fpca.energy_shortfall@1``).
+
+    .. math:: \mathrm E\Big[\tfrac1n\mathrm{tr}(\hat V^\top\mathbf X^\top\mathbf X\hat V)-
+              \tfrac1n\mathrm{tr}(\tilde V^\top\mathbf X^\top\mathbf X\tilde V)\Big]\approx
+              \frac{k(m-k)\,\tau^2}{n\,\epsilon_j}
+
+    The Laplace approximation of the exponential mechanism at its mode (MATH.md §10.3-10.5, derived in the proof
+    note): each of the ``k(m - k)`` dimensions of the space of ``k``-dimensional subspaces of the basis costs
+    ``1 / (2 a n)`` of per-record energy, ``a = epsilon_j / (2 tau^2)`` the temperature of a step. It is the
+    randomness of the mechanism alone, as the mean's ``E L2 error`` is its noise alone: the Bingham base measure
+    (``c > 0``) adds a bias towards the kernel's smooth directions that depends on the data and does not fall with
+    epsilon, and where the data's spread is below this figure the shortfall is smaller (it cannot exceed the
+    records' own energy). Public inputs only: ``m``, ``k``, ``n``, ``epsilon_j`` and ``tau``.
+
+    >>> fpca_energy_shortfall(5, 2, n=93, epsilon_step=0.5, tau=1.0)  # 2 * 3 / (93 * 0.5)
+    0.12903225806451613
+    """
+    m = _validate.positive_int("n_basis", n_basis)
+    k = _validate.positive_int("n_components", n_components)
+    if k >= m:
+        raise DomainError(f"n_components ({k}) must be < n_basis ({m})")
+    n = _validate.positive_int("n", n)
+    eps = _validate.positive_finite("epsilon_step", epsilon_step)
+    t = _validate.positive_finite("tau", tau)
+    return k * (m - k) * t * t / (n * eps)
+
+
 def fpca_deflation_parameter(
     gram: ArrayLike, sigma: ArrayLike, released: ArrayLike, *, epsilon: float, tau: float, prior_strength: float,
 ) -> tuple[NDArrayFloat, NDArrayFloat]:
@@ -392,6 +421,11 @@ class FpcaPlan(PaysChoicesFirst):
     def epsilon_step(self) -> float:
         """``epsilon_j = epsilon_mechanism / k`` of each deflation step (``epsilon_mechanism`` for one component)."""
         return self.epsilon_mechanism / self.n_components
+
+    def expected_energy_shortfall(self, n: int) -> float:
+        """:func:`fpca_energy_shortfall` of this plan for ``n`` records (rescaled units; the Gibbs chain: one joint draw)."""
+        step = self.epsilon_step if self.sampler == "deflation" else self.epsilon_mechanism
+        return fpca_energy_shortfall(self.basis.n_basis, self.n_components, n=n, epsilon_step=step, tau=self.tau)
 
 
 def plan_fpca_release(

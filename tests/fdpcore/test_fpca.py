@@ -18,6 +18,7 @@ from fdpcore.summaries.fpca import (
     fpca_coefficients,
     fpca_deflated_sensitivity,
     fpca_deflation_parameter,
+    fpca_energy_shortfall,
     fpca_gram,
     fpca_sensitivity,
     gaussian_length_scale,
@@ -172,6 +173,33 @@ def test_release_recovers_a_strong_signal_and_is_uninformative_at_tiny_epsilon()
     tiny = sample_matrix_bingham(a, 2, rng, n_sweeps=plan.burn_in, n_chains=2000)
     # uniform subspace: E[d] = k - k^2/m = 2 - 4/5
     assert np.mean(projection_distance(tiny, v_hat)) == pytest.approx(1.2, abs=0.05)
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_energy_shortfall_figure_matches_the_mechanism_and_bounds_it_when_unresolved(k: int) -> None:
+    """accuracy.fpca.energy_shortfall@1: with no base measure (c = 0) the released subspace falls short of the best one by
+    k (m - k) tau^2 / (n epsilon_step) per record where the mechanism resolves the spectrum (the Laplace
+    approximation), and by less where it does not (the shortfall cannot exceed the records' own spread)."""
+    b, m, n = _basis(6), 6, 300
+    rng = np.random.default_rng(11)
+    frame = np.linalg.qr(rng.standard_normal((m, m)))[0]
+    curves = (rng.standard_normal((n, m)) * [0.5, 0.35, 0.2, 0.1, 0.05, 0.02]) @ (b.functions @ frame).T
+    tau = float(np.sqrt(np.max(np.sum(curves**2 * b.grid.weights, axis=1))))  # nothing clipped
+    x = fpca_coefficients(curves, b)
+    s = x.T @ x / n
+    best = float(np.sum(np.linalg.eigvalsh(s)[::-1][:k]))
+
+    def realised(eps: float) -> float:
+        frames = [release_fpca(curves, b, n_components=k, epsilon=eps, tau=tau, rng=rng, prior_strength=0.0).frame
+                  for _ in range(60)]
+        return best - float(np.mean([np.trace(v.T @ s @ v) for v in frames]))
+
+    resolved = plan_fpca_release(b, n_components=k, epsilon=40.0, tau=tau, prior_strength=0.0)
+    figure = resolved.expected_energy_shortfall(n)
+    assert figure == fpca_energy_shortfall(m, k, n=n, epsilon_step=40.0 / k, tau=tau)
+    assert 0.7 < realised(40.0) / figure < 1.4
+    coarse = plan_fpca_release(b, n_components=k, epsilon=0.05, tau=tau, prior_strength=0.0)  # near-uniform draws
+    assert realised(0.05) < 0.5 * coarse.expected_energy_shortfall(n)
 
 
 def test_metrics_ranges_invariances_and_extremes() -> None:

@@ -50,6 +50,11 @@ def test_plan_equals_the_manifest_of_a_real_release(example: Path, tmp_path: Pat
         assert row["sensitivity"] == m["sensitivity"]["value"]
         assert row["tuning"]["prior_strength"] == m["parameters"]["base_measure"]["prior_strength"]
         assert row["expected_l2_error"] is None
+        tau = m["parameters"]["tau"]  # a bought tau: the plan is priced at tau = 1 and the figure scales as tau^2
+        assert row["expected_energy_shortfall"] * tau**2 == pytest.approx(m["sampler"]["expected_energy_shortfall"],
+                                                                         rel=1e-12)
+        assert m["sampler"]["expected_energy_shortfall"] > 0
+        assert "accuracy.fpca.energy_shortfall@1" in m["formulas"]
     elif row["expected_l2_error_range"] is not None:  # dp_select: parameters chosen after the charge
         assert m["parameters"]["tuning"]["rule"] == "dp_select"
         assert row["tuning"]["candidates"] == m["parameters"]["selection"]["candidates"]
