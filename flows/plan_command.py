@@ -144,7 +144,10 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
             f"tau: auto — part of each epsilon (the 'tau' budget split: {clip.tau_share:g} of it, more for small n) buys tau as a DP "
             f"quantile of the record norms over the public range [{lo:g}, {hi:g}]; the errors are priced at tau = 1 and "
             f"scale {scale} (at the upper end of the range, tau = {hi:g}, {hi**power:g}x larger); where n * epsilon is "
-            "too small for the DP quantile, tau is that upper end and nothing is charged for it")
+            "too small for the DP quantile, tau is that upper end and nothing is charged for it; the errors leave out "
+            "the clipping bias: the records above the released tau (about 1 - level of them, half at level 0.5) are "
+            "shrunk to it, which biases the release by an amount that depends on how far their norms exceed tau "
+            "(data, so no plan can state it; docs/configuration.md)")
     if getattr(ds, "value_offset", None) == "auto":
         assumptions.append("value_offset: auto — part of each epsilon (the 'value_offset' budget split) buys the centre "
                            "as a DP median of the records' levels over the public value_offset_range")
@@ -177,11 +180,13 @@ def print_plan(report: dict[str, Any]) -> None:
                                             if b["period_remaining_epsilon"] is not None else "")
     print(f"  budget: remaining epsilon {left}, delta {b['remaining_delta']:g} — {b['source']}, {b['accounting']} accounting")
     biased = any(r.get("expected_l2_error_with_bias") is not None for r in report["rows"])
+    banded = any(r.get("band_half_width_max") is not None for r in report["rows"])
     fpca = report["summary"] == "fpca"  # no additive noise: the expected captured-energy shortfall instead
     error_key = "expected_energy_shortfall" if fpca else "expected_l2_error"
     print(f"  {'epsilon':>8} {'sensitivity':>11} {'noise scale':>11} {'E shortfall' if fpca else 'E L2 error':>11} "
           f"{'of tau^2' if fpca else 'relative':>9} "
-          + (f"{'with bias':>10} " if biased else "") + f"{'95% band':>10} {'eps left':>9}  tuning")
+          + (f"{'with bias':>10} " if biased else "") + (f"{'95% band':>10} " if banded else "")
+          + f"{'eps left':>9}  tuning")
     for r in report["rows"]:
         if "error" in r:
             print(f"  {r['epsilon']:>8g}  not valid at this epsilon: {r['error']}")
@@ -195,16 +200,21 @@ def print_plan(report: dict[str, Any]) -> None:
         print(f"  {r['epsilon']:>8g} {_fmt(r['sensitivity']):>11} {_fmt(r['noise_scale']):>11} "
               f"{_fmt(r.get(error_key)):>11} {rel:>9} "
               + (f"{_fmt(r.get('expected_l2_error_with_bias')):>10} " if biased else "")
-              + f"{_fmt(r['band_half_width_max']):>10} "
-              f"{_fmt(r['budget_remaining_epsilon_after'], 'g'):>9}  {tuning}{fits}")
+              + (f"{_fmt(r['band_half_width_max']):>10} " if banded else "")
+              + f"{_fmt(r['budget_remaining_epsilon_after'], 'g'):>9}  {tuning}{fits}")
     notes = {r["note"] for r in report["rows"] if "note" in r}
+    relative = ("over the L2 norm of a surface at the public value scale squared (value_scale^2 x |T|)"
+                if report["summary"] == "covariance" else "over the L2 norm of a curve at the public value scale")
     for note in sorted(notes):
-        print(f"  {note}" if fpca else f"  E L2 error: {note}; relative: over the L2 norm of a curve at the public value "
-              "scale; 95% band: widest pointwise half-width of the noise (source units)")
+        print(f"  {note}" if fpca else f"  E L2 error: {note}; relative: {relative}"
+              + ("; 95% band: widest pointwise half-width of the noise (source units)" if banded else ""))
     if biased:
-        print("  with bias: sqrt(E L2 error^2 + smoothing bias^2) for a typical mean of norm signal_fraction x tau "
-              "(the risk_prior assumption; the real bias depends on the unknown mean): what the tuning minimises, so "
-              "it falls as epsilon grows even where the noise alone does not")
+        target = {"mean": "a mean of norm signal_fraction x tau",
+                  "covariance": "a surface of size signal_fraction x tau^2",
+                  "fosr": "cross-moment curves of norm signal_fraction x tau"}.get(report["summary"], "a typical target")
+        print(f"  with bias: sqrt(E L2 error^2 + smoothing bias^2) for {target} (the risk_prior assumption; the real "
+              "bias depends on the unknown data, and clipping below the largest record adds its own): what the tuning "
+              "minimises, so it falls as epsilon grows even where the noise alone does not")
     bought: dict[str, list[str]] = {}
     for r in report["rows"]:
         for b in r.get("bought") or ():

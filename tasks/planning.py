@@ -279,9 +279,11 @@ class Accuracy:
         relative_error: the rescaled error over the L2 norm of the constant curve at the public value scale
             (``sqrt(|T|)``; ``|T|`` for a covariance surface) — i.e. noise relative to ``value_scale``.
         band_half_width_max: widest pointwise 95 % noise band (source units), or ``None``.
-        expected_l2_error_with_bias: mean with ICLP-QR/GP: ``sqrt(E||noise||^2 + bias^2)`` (source units), the
-            smoothing bias of a typical mean of norm ``signal_fraction * tau`` under the ``risk_prior`` prior
-            (``MeanPlan.prior_sq_l2_risk``); the noise alone can *rise* with epsilon when the tuning smooths less.
+        expected_l2_error_with_bias: mean with ICLP-QR/GP, covariance, FoSR (of ``T2``): ``sqrt(E||noise||^2 +
+            bias^2)`` (source units), the smoothing bias of a typical target (a mean of norm ``signal_fraction * tau``,
+            a surface of size ``signal_fraction * tau^2``, cross-moment curves of norm ``signal_fraction * tau_y``)
+            under the ``risk_prior`` prior (the plans' ``prior_sq_l2_risk``); the noise alone can *rise* with epsilon
+            when the tuning smooths less.
         tuning: the parameters the rule in the config chooses.
         note: what the numbers mean for this summary.
         budget_splits: the named parts of epsilon the release would charge (as the manifest records them).
@@ -390,14 +392,15 @@ def accuracy(config: Any, plan: Any, n: int, *, band: bool = True) -> Accuracy:
             relative = err[1] / (length if s == "covariance" else math.sqrt(length))
     h = noise_band(config, plan) if band else None
     note = _NOTES[s]
-    risk = getattr(plan, "prior_sq_l2_risk", None) if s == "mean" else None
+    risk = getattr(plan, "prior_sq_l2_risk", None) if s in ("mean", "covariance", "fosr") else None
+    unit = config.dataset.value_scale ** (2 if s == "covariance" else 1) if risk is not None else 1.0
     return Accuracy(
         summary=s, epsilon=float(plan.epsilon), delta=float(getattr(plan, "delta", 0.0)), n=int(n),
         sensitivity=None if sens is None else float(sens), sensitivity_formula=formula,
         noise_scale=None if scale is None else float(scale),
         expected_l2_error=None if err is None else err[0], expected_l2_error_scaled=None if err is None else err[1],
         relative_error=relative, band_half_width_max=None if h is None else float(np.max(h)),
-        expected_l2_error_with_bias=None if risk is None else math.sqrt(risk) * config.dataset.value_scale,
+        expected_l2_error_with_bias=None if risk is None else math.sqrt(risk) * unit,
         tuning=_tuning(config, plan), note=note,
         budget_splits=[dict(x) for x in plan.budget_splits] if hasattr(plan, "budget_splits") else None,
         bought=[{"name": c.name, "epsilon": c.epsilon, "quantile_level": c.alpha, "candidates": [c.candidates[0],

@@ -19,12 +19,14 @@ from dataclasses import dataclass
 
 import numpy as np
 import opendp.prelude as dp
+from scipy import stats
 
 from fdpcore import _validate
 from fdpcore._typing import ArrayLike, NDArrayFloat
 from fdpcore.errors import DomainError, InternalError
 
 __all__ = [
+    "BAND_SEED",
     "LaplaceCalibration",
     "calibrate_iclp",
     "iclp_expected_sq_error",
@@ -35,6 +37,10 @@ __all__ = [
     "whitened_expected_sq_error",
     "whitened_pointwise_band",
 ]
+
+#: Public seed of the Monte Carlo that computes a Laplace noise band (a property of the noise law, never the noise of
+#: a release): fixed so that the band ``fdp plan`` states is the band the manifest publishes.
+BAND_SEED = 20261125
 
 
 @dataclass(frozen=True)
@@ -192,13 +198,19 @@ def whitened_pointwise_band(
     n_sim: int = 20000,
     rng: np.random.Generator | None = None,
 ) -> NDArrayFloat:
-    """Half-width ``h_k`` with ``P(|noise(t_k)| <= h_k) = level``, by simulating the noise alone.
+    """Half-width ``h_k`` with ``P(|noise(t_k)| <= h_k) = level`` of the noise alone (a public property of its law).
 
     ``distribution`` is ``"laplace"`` (scale ``b``) or ``"gaussian"`` (sd ``sigma``) on the whitened
-    coordinates; ``recolour`` (d x K) maps them to the grid. No data enters, so it may be published.
+    coordinates; ``recolour`` (d x K) maps them to the grid. Gaussian: exact, ``z_{(1+level)/2} sigma ||r_k||``.
+    Laplace (a sum of independent Laplace terms has no closed-form quantile): the empirical quantile of ``n_sim``
+    simulated noise vectors, drawn by default from a fixed public seed (:data:`BAND_SEED`) so that ``fdp plan`` and
+    the release state the same number. These simulations are not the release's noise (OpenDP draws that, unseeded)
+    and no data enters, so the band may be published.
 
-    >>> h = whitened_pointwise_band([[1.0]], 1.0, "gaussian", rng=np.random.default_rng(0))
-    >>> bool(abs(h[0] - 1.96) < 0.1)
+    >>> h = whitened_pointwise_band([[1.0]], 1.0, "gaussian")
+    >>> round(float(h[0]), 4)
+    1.96
+    >>> bool(np.array_equal(whitened_pointwise_band([[1.0]], 2.0, "laplace"), whitened_pointwise_band([[1.0]], 2.0, "laplace")))
     True
     """
     r = np.asarray(recolour, dtype=np.float64)
@@ -206,9 +218,11 @@ def whitened_pointwise_band(
         raise DomainError(f"level ({level!r}) must be in (0, 1)")
     if distribution not in ("laplace", "gaussian"):
         raise DomainError(f"distribution ({distribution!r}) must be 'laplace' or 'gaussian'")
-    gen = rng if rng is not None else np.random.default_rng()
-    draw = gen.laplace if distribution == "laplace" else gen.normal
-    noise = draw(0.0, scale, size=(n_sim, r.shape[0]))
+    if distribution == "gaussian":
+        out: NDArrayFloat = float(stats.norm.ppf(0.5 + level / 2.0)) * scale * np.sqrt(np.sum(r * r, axis=0))
+        return out
+    gen = rng if rng is not None else np.random.default_rng(BAND_SEED)
+    noise = gen.laplace(0.0, scale, size=(n_sim, r.shape[0]))
     return np.quantile(np.abs(noise @ r), level, axis=0)
 
 

@@ -47,7 +47,14 @@ from fdpcore.noise.quantiles import (
     epsilon_after_choices,
     plan_with_tau,
 )
-from fdpcore.privacy.tuning import DEFAULT_SIGNAL_FRACTION, PSS_RULES, RISK_RULES, pss_iclp_qr, risk_prior_search
+from fdpcore.privacy.tuning import (
+    DEFAULT_SIGNAL_FRACTION,
+    PSS_RULES,
+    RISK_RULES,
+    prior_sq_bias,
+    pss_iclp_qr,
+    risk_prior_search,
+)
 from fdpcore.summaries.mean import iclp_qr_shrinkage, iclp_qr_weights
 
 #: ``risk(basis) -> (shrunk eigenvalues, expected squared noise at unit radius as f(eta, psi), signal fraction)``.
@@ -216,6 +223,7 @@ class CovariancePlan(PaysChoicesFirst):
         calibration: whitened Laplace calibration (OpenDP-certified when secure), at :attr:`epsilon_mechanism`.
         public_choices: ``tau: auto`` (:mod:`fdpcore.noise.quantiles`), a named split of ``epsilon`` paid
             before the surface; ``tau`` is then the value it released.
+        signal_fraction: the ``risk_prior`` prior's signal, a fraction of ``tau^2`` (:attr:`prior_sq_l2_risk`).
     """
 
     basis: Eigenbasis
@@ -232,8 +240,23 @@ class CovariancePlan(PaysChoicesFirst):
     sensitivity_formula: str
     calibration: LaplaceCalibration
     public_choices: tuple[PublicChoice, ...] = ()
+    signal_fraction: float = DEFAULT_SIGNAL_FRACTION
 
     split_name: ClassVar[str] = "covariance"
+
+    @property
+    def prior_sq_l2_risk(self) -> float:
+        """``E||noise||^2`` plus the expected squared smoothing bias of a typical surface (``tuning.risk.iclp_qr.prior@1``).
+
+        The bias is :func:`fdpcore.privacy.tuning.prior_sq_bias` (``paths`` weights) on the shrunk eigenvalues
+        ``lambda_j^2`` at this plan's ``(eta, psi)`` for a surface of size ``signal_fraction * tau^2`` spread as the
+        ``risk_prior`` prior (``K = s C / tr C``): the criterion the default rule minimises, so it falls as epsilon
+        grows while the noise alone may not (less smoothing). Public inputs only; the real bias depends on the data.
+        """
+        lam = self.basis.eigenvalues
+        bias = float(prior_sq_bias(lam * lam, self.eta, self.psi, signal=self.signal_fraction * self.tau**2,
+                                   prior="paths"))
+        return self.expected_sq_l2_error + bias
 
     @property
     def dimension(self) -> int:
@@ -373,7 +396,7 @@ def plan_covariance_release(
     d = basis.n_basis * (basis.n_basis + 1) // 2
     cal = calibrate_iclp(sens, epsilon, n_basis=d, secure=secure)
     return CovariancePlan(basis, n, centering, tau, total, eta, psi, rule, rule_formula, beta, sens,
-                          CENTERINGS[centering], cal, tuple(public_choices))
+                          CENTERINGS[centering], cal, tuple(public_choices), signal_fraction)
 
 
 def summarise_covariance(clipped_records: ArrayLike, plan: CovariancePlan) -> NDArrayFloat:

@@ -39,7 +39,7 @@ from fdpcore.noise.quantiles import (
     plan_with_tau,
 )
 from fdpcore.privacy.accounting import exact
-from fdpcore.privacy.tuning import DEFAULT_SIGNAL_FRACTION, pss_iclp_qr
+from fdpcore.privacy.tuning import DEFAULT_SIGNAL_FRACTION, prior_sq_bias, pss_iclp_qr
 from fdpcore.summaries.covariance import qr_regularisation
 from fdpcore.summaries.mean import iclp_qr_shrinkage, iclp_qr_weights
 
@@ -258,6 +258,7 @@ class FosrPlan:
         floor: ``rho_min`` of the safe inverse.
         public_choices: ``tau: auto`` (:mod:`fdpcore.noise.quantiles`), a named split of ``epsilon`` paid before
             ``T1`` and ``T2``; ``tau_y`` is then the value it released.
+        signal_fraction: the ``risk_prior`` prior's signal per cross-moment curve, a fraction of ``tau_y``.
     """
 
     basis: Eigenbasis
@@ -282,6 +283,7 @@ class FosrPlan:
     calibration2: LaplaceCalibration
     floor: float
     public_choices: tuple[PublicChoice, ...] = ()
+    signal_fraction: float = DEFAULT_SIGNAL_FRACTION
 
     @property
     def epsilon_mechanism(self) -> float:
@@ -309,6 +311,18 @@ class FosrPlan:
     def expected_sq_l2_error_t2(self) -> float:
         """``E||T2~ - T2hat||^2`` summed over the ``p`` curves: ``p 2 b^2 tr(C)`` (``noise.iclp.expected_sq_l2@1``)."""
         return self.p * iclp_expected_sq_error(self.basis.eigenvalues, self.calibration2.scale)
+
+    @property
+    def prior_sq_l2_risk(self) -> float:
+        """:attr:`expected_sq_l2_error_t2` plus the expected squared smoothing bias of ``p`` typical ``T2`` curves.
+
+        The bias is :func:`fdpcore.privacy.tuning.prior_sq_bias` (``paths`` weights) at this plan's ``(eta, psi)`` for
+        curves of norm ``signal_fraction * tau_y`` (formula ``tuning.risk.iclp_qr.prior@1``): the criterion the default
+        rule minimises per curve, so it falls as epsilon grows while the noise alone may not. Public inputs only.
+        """
+        bias = float(prior_sq_bias(self.basis.eigenvalues, self.eta, self.psi, signal=self.signal_fraction * self.tau_y,
+                                   prior="paths"))
+        return self.expected_sq_l2_error_t2 + self.p * bias
 
     @property
     def formulas(self) -> list[str]:
@@ -426,7 +440,7 @@ def plan_fosr_release(
     cal2 = calibrate_iclp(d2, e2, n_basis=p * basis.n_basis, secure=secure)
     rho_min = fosr_floor(d1, e1, p) if floor is None else _validate.positive_finite("floor", floor)
     return FosrPlan(basis, n, p, bool(intercept), bound, tau_y, total, g, e1, e2, gamma_rule, eta, psi, rule,
-                    rule_formula, beta, d1, d2, cal1, cal2, rho_min, tuple(public_choices))
+                    rule_formula, beta, d1, d2, cal1, cal2, rho_min, tuple(public_choices), signal_fraction)
 
 
 def summarise_fosr(

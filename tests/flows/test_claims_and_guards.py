@@ -174,8 +174,6 @@ def _shrunk_copy(example: str, src: Path, dest: Path) -> None:
 #: FoSR's noised design moments T1 (a private output published in the manifest), and the commitment to each
 #: ledger's audit chain (a random ledger id and hashes of ledger events)
 NOISY = ("outputs", "provenance", "design_moments", "audit_commitment")
-#: Monte-Carlo estimates of a data-independent quantity (fresh draws each run): equal up to simulation error
-MONTE_CARLO = ("noise.band_half_width_max",)
 
 
 @pytest.mark.parametrize(
@@ -195,10 +193,7 @@ def test_two_datasets_with_the_same_config_and_n_differ_only_in_noisy_values(tmp
         assert release(cfg, tmp_path / f"out-{tag}", ledger, "same-id") == 0
         manifests.append(_manifest(tmp_path / f"out-{tag}"))
     a, b = (_flat({k: v for k, v in m.items() if k not in NOISY}) for m in manifests)
-    assert a.keys() == b.keys()
-    for k in MONTE_CARLO:
-        if k in a:
-            assert a.pop(k) == pytest.approx(b.pop(k), rel=0.05)
+    assert a.keys() == b.keys()  # the noise band (a Monte Carlo of the noise law, public seed) is equal too
     differing = {k: (a[k], b[k]) for k in a if a[k] != b[k]}
     assert differing == {}
     assert manifests[0]["n"] == manifests[1]["n"]
