@@ -15,7 +15,14 @@ from urllib.parse import quote
 
 from fdp.flows.config import format_validation_error, load_config
 from fdp.flows.registry import SUMMARIES
-from fdp.tasks.planning import accuracy, build_plan, count_config_units, covariance_centering_check, tau_search_range
+from fdp.tasks.planning import (
+    accuracy,
+    alignment_requirement,
+    build_plan,
+    count_config_units,
+    covariance_centering_check,
+    tau_search_range,
+)
 from pydantic import ValidationError
 
 from fdpcore.errors import ConfigError, FdpError, LedgerError
@@ -135,6 +142,8 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
         "n counts the privacy units in the data file (public under the replace-one adjacency); no data value is read",
         "every number comes from the public config and n: nothing was charged and the ledger was not written",
     ]
+    if hasattr(ds, "time_column"):  # a curve release: which units the public alignment rule can align
+        assumptions.append(alignment_requirement(config))
     clip = getattr(config, "clipping", None)
     if getattr(clip, "tau", None) == "auto":
         lo, hi = tau_search_range(config)

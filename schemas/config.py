@@ -47,6 +47,11 @@ class DatasetSpec(Frozen):
     curve_column: str | None = Field(None, description="optional column distinguishing several curves of one unit; they are averaged")
     privacy_unit: str = Field(min_length=1, description="what one record protects, in words (published)")
     time_domain: tuple[float, float] = Field(description="public time domain [a, b] in source units, mapped affinely onto the grid domain")
+    max_end_gap: float | None = Field(
+        None, ge=0, description="public: how far (source time units) a curve's first and last readings may lie inside "
+        "the first and last grid point; the curve is held at its first/last value over that gap (formula "
+        "preprocess.align_linear@2). Default: one grid step, (b - a) / grid size. A unit with no curve reaching that "
+        "close to both ends enters as the zero curve (the public reference); 0 requires readings at both ends")
     value_offset: float = Field(0.0, description="public reference subtracted from every value (source units)")
     value_scale: PositiveFloat = Field(1.0, description="public scale dividing every value after the offset (source units)")
     csv_delimiter: str = Field(",", min_length=1, max_length=1, description="CSV delimiter")

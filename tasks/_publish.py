@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from fdp.schemas import ReleaseConfig, ReleaseManifest
 from fdp.schemas.config import series_name
 from fdp.tasks._plots import curves_png
-from fdp.tasks.planning import BAND_LEVEL, expected_l2_error, noise_band
+from fdp.tasks.planning import BAND_LEVEL, alignment_rule, expected_l2_error, noise_band
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from fdpcore.data.preprocess import to_source_units
@@ -135,8 +135,7 @@ def public_release(
         "time_domain": list(ds.time_domain),
         "value_offset": offset,
         "value_scale": ds.value_scale,
-        "alignment": "preprocess.align_linear@1: linear interpolation within each curve's observed range; "
-        "a unit without an alignable curve contributes the zero curve (the public reference)",
+        "alignment": alignment_rule(config),
         "whitened_dimension": int(plan.recolour.shape[0]),
         "non_private": plan.non_private,
     }
@@ -190,7 +189,7 @@ def public_release(
             "band_level": BAND_LEVEL,
             "band_half_width_max": float(band_source.max()),
         },
-        formulas=sorted({*plan.formulas, "preprocess.align_linear@1",
+        formulas=sorted({*plan.formulas, "preprocess.align_linear@2",
                          *(("preprocess.quantise_lattice@1",) if config.engine.name != "memory" else ())}),
         outputs=[{"path": name, "sha256": hashlib.sha256(data).hexdigest()}
                  for name, data in ((RELEASE_FILE, parquet), (PLOT_FILE, png))],

@@ -29,7 +29,7 @@ from fdp.tasks import _publish
 from fdp.tasks._plots import surface_png
 from fdp.tasks._settings import data_task, noise_task
 from fdp.tasks.ledger import close_release, mark_noised, provenance
-from fdp.tasks.planning import covariance_plan, expected_l2_error, release_grid
+from fdp.tasks.planning import alignment_rule, covariance_plan, expected_l2_error, release_grid
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from fdpcore.data.accumulate import summarise_covariance_sums
@@ -215,8 +215,7 @@ def public_covariance_release(
             "privacy_unit": unit, "contribution_rule": CONTRIBUTION_RULE,
             "psd_projection": out.psd, "n_components": k,
             "time_domain": list(ds.time_domain), "value_offset": ds.value_offset, "value_scale": ds.value_scale,
-            "alignment": "preprocess.align_linear@1: linear interpolation within each curve's observed range; "
-                         "a unit without an alignable curve contributes the zero curve",
+            "alignment": alignment_rule(config),
             "release_columns": (f"release.parquet: surface values (source units squared) on the grid x grid; "
                                 f"{EIGEN_FILE}: leading eigenfunctions (W-orthonormal on the grid domain, signs "
                                 "arbitrary) and eigenvalues (source units squared x grid-domain length)"),
@@ -228,7 +227,7 @@ def public_covariance_release(
                "expected_l2_error_note": "sqrt(E||noise||^2) on T x T before the PSD projection (which only moves "
                                          "the surface closer to every PSD operator)"},
         composition=plan.link,
-        formulas=sorted({*p.formulas, "preprocess.align_linear@1",
+        formulas=sorted({*p.formulas, "preprocess.align_linear@2",
                          *(("postprocess.cov.psd_projection@1",) if out.psd else ()),
                          *(("preprocess.quantise_lattice@1",) if config.engine.name != "memory" else ()),
                          *(("accounting.pure.sequential@1",) if plan.link else ())}),

@@ -24,7 +24,7 @@ from fdp.tasks._plots import coefficients_png
 from fdp.tasks._settings import data_task, noise_task
 from fdp.tasks.covariance import publish_summary
 from fdp.tasks.ledger import mark_noised, provenance
-from fdp.tasks.planning import expected_l2_error, fosr_plan, release_grid
+from fdp.tasks.planning import alignment_rule, expected_l2_error, fosr_plan, release_grid
 
 from fdpcore.data.accumulate import summarise_fosr_sums
 from fdpcore.data.preprocess import to_source_units
@@ -163,8 +163,7 @@ def public_fosr_release(
             "privacy_unit": ds.privacy_unit, "contribution_rule": CONTRIBUTION_RULE
             + "; covariates must be constant within a unit (one value per unit)",
             "time_domain": list(ds.time_domain), "value_offset": ds.value_offset, "value_scale": ds.value_scale,
-            "alignment": "preprocess.align_linear@1: linear interpolation within each curve's observed range; "
-                         "a unit without an alignable curve contributes the zero curve",
+            "alignment": alignment_rule(config),
             "release_columns": "beta_<name>: coefficient curve of each covariate in source units per unit of the "
                                "encoded covariate; beta_intercept includes value_offset and the reference curve; "
                                "band_lower_<name>/band_upper_<name>: 95% pointwise band of the T2 noise given the "
@@ -178,7 +177,7 @@ def public_fosr_release(
                "expected_l2_error_note": "sqrt(E||T2~ - T2hat||^2) summed over the p curves; beta~ = T1~^+ T2~ "
                                          "scales it by at most 1/safe_inverse_floor"},
         design_moments=np.asarray(t1).tolist(),
-        formulas=sorted({*p.formulas, "preprocess.align_linear@1",
+        formulas=sorted({*p.formulas, "preprocess.align_linear@2",
                          *(("grid.trapezoid@1",) if grid.rule == "trapezoid" else ()),
                          *(("preprocess.quantise_lattice@1",) if config.engine.name != "memory" else ())}),
         outputs=[{"path": name, "sha256": hashlib.sha256(data).hexdigest()}  # type: ignore[misc]

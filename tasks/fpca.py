@@ -215,7 +215,7 @@ def public_fpca_release(
         },
         formulas=sorted({
             "grid.midpoint@1" if grid.rule == "midpoint" else "grid.trapezoid@1", "eigen.weighted_kl@1",
-            "preprocess.align_linear@1", "preprocess.clip_l2@1", "accuracy.fpca.energy_shortfall@1", *p.formulas,
+            "preprocess.align_linear@2", "preprocess.clip_l2@1", "accuracy.fpca.energy_shortfall@1", *p.formulas,
             *(() if config.basis.length_scale else ("tuning.fpca.gaussian_basis@1",)),
         }),
         outputs=[{"path": name, "sha256": hashlib.sha256(data).hexdigest()}  # type: ignore[misc]

@@ -9,7 +9,7 @@ from fdp.schemas import ChargeRequest, CurveBatch, MeanSummary, NoisePlan, Relea
 from fdp.tasks import _publish
 from fdp.tasks._settings import data_task, noise_task
 from fdp.tasks.ledger import close_release, mark_noised, period_and_budget, provenance
-from fdp.tasks.planning import mean_plan, public_choices, release_grid
+from fdp.tasks.planning import end_gap, mean_plan, public_choices, release_grid
 
 import fdpcore
 from fdpcore.data.preprocess import align_long, clip_l2, rescale_long
@@ -45,7 +45,7 @@ def _load(config: ReleaseConfig, config_dir: str, value_offset: float | None) ->
         table.times, table.values, time_domain=ds.time_domain, grid_domain=grid.domain_range,
         value_offset=offset, value_scale=ds.value_scale,
     )
-    aligned = align_long(table.units, t, v, grid, curves=table.curves)
+    aligned = align_long(table.units, t, v, grid, curves=table.curves, max_gap=end_gap(config)[1])
     if aligned.n_unalignable == aligned.n_samples:
         raise fdpcore.DataError(
             f"{path.name}: no privacy unit could be aligned onto the grid; check dataset.time_domain, "

@@ -34,10 +34,10 @@ from fdpcore.summaries.kde import plan_kde_release
 from fdpcore.summaries.mean import auto_public_choices, candidate_plans, plan_mean_release
 
 __all__ = [
-    "BAND_LEVEL", "Accuracy", "accuracy", "build_plan", "count_config_units", "count_units_of_file", "covariance_centering_check",
-    "covariance_plan", "erm_plan", "expected_l2_error",
-    "fosr_plan", "fpca_plan", "kde_plan", "mean_plan", "mean_public_choices", "public_choices", "tau_public_choices",
-    "tau_search_range", "noise_band", "point_axes", "release_grid",
+    "Accuracy", "BAND_LEVEL", "accuracy", "alignment_requirement", "alignment_rule", "build_plan",
+    "count_config_units", "count_units_of_file", "covariance_centering_check", "covariance_plan", "end_gap",
+    "erm_plan", "expected_l2_error", "fosr_plan", "fpca_plan", "kde_plan", "mean_plan", "mean_public_choices",
+    "noise_band", "point_axes", "public_choices", "release_grid", "tau_public_choices", "tau_search_range",
 ]
 
 #: Level of the published pointwise noise band.
@@ -48,6 +48,41 @@ def release_grid(config: Any) -> Grid:
     """The public grid of a curve release config."""
     g = config.grid
     return make_grid(g.rule, size=g.size, points=g.points, domain_range=g.domain)
+
+
+def end_gap(config: Any) -> tuple[float, float]:
+    """``dataset.max_end_gap`` of a curve config as ``(source time units, grid-domain units)`` (``preprocess.align_linear@2``).
+
+    The default is one grid step, ``(b - a) / grid size`` of the public time domain ``[a, b]``: public inputs only.
+    """
+    ds = config.dataset
+    a, b = ds.time_domain
+    grid = release_grid(config)
+    src = float(ds.max_end_gap) if ds.max_end_gap is not None else (b - a) / grid.size
+    lo, hi = grid.domain_range
+    return src, src * (hi - lo) / (b - a)
+
+
+def alignment_rule(config: Any) -> str:
+    """The manifest's ``alignment`` text of a curve config (formula ``preprocess.align_linear@2``)."""
+    gap = end_gap(config)[0]
+    return (f"preprocess.align_linear@2: linear interpolation within each curve's observed range, held at its first "
+            f"(last) value over at most {gap:g} (source time units, dataset.max_end_gap) before the first (after the "
+            "last) grid point; a unit without an alignable curve contributes the zero curve (the public reference)")
+
+
+def alignment_requirement(config: Any) -> str:
+    """What a unit's readings must reach to be aligned, in source time units (public; ``fdp plan`` states it)."""
+    ds = config.dataset
+    a, b = ds.time_domain
+    grid = release_grid(config)
+    lo, hi = grid.domain_range
+    first, last = (a + (float(g) - lo) * (b - a) / (hi - lo) for g in (grid.grid_points[0], grid.grid_points[-1]))
+    gap = end_gap(config)[0]
+    return (f"a unit's curve is aligned when its readings reach from at most {first + gap:g} to at least {last - gap:g} "
+            f"({ds.time_column}, source units: the first and last grid points {first:g} and {last:g} with "
+            f"dataset.max_end_gap {gap:g}; rows outside time_domain [{a:g}, {b:g}] are ignored); a unit whose curves "
+            "do not is released as the zero curve (the public reference): check this against your measurement design")
 
 
 def point_axes(config: Any) -> tuple[Grid, ...]:

@@ -19,6 +19,7 @@ from fdp.schemas import MeanSummary, NoisePlan
 from fdp.schemas.engine import StreamBatch
 from fdp.tasks._settings import data_task, quiet_expected_tracebacks
 from fdp.tasks.mean import release_grid
+from fdp.tasks.planning import end_gap
 
 import fdpcore
 from fdpcore.data.accumulate import summarise_mean_sums
@@ -47,6 +48,7 @@ def stream_spec(config: Any, *, center: Any = None, outer: bool = False, covaria
         center=None if center is None else tuple(float(c) for c in center),
         covariates=cov, covariate_bound=float(config.covariate_bound) if covariates else None,
         covariates_within_unit=config.covariates_within_unit if covariates else "average",
+        max_gap=end_gap(config)[1],
     )
 
 

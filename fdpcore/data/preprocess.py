@@ -52,16 +52,20 @@ def align_long(
     values: ArrayLike,
     grid: Grid,
     curves: ArrayLike | None = None,
+    *,
+    max_gap: float = 0.0,
 ) -> AlignedCurves:
-    """Align long-format observations ``(unit[, curve], t, value)`` onto ``grid``.
+    """Align long-format observations ``(unit[, curve], t, value)`` onto ``grid`` (formula ``preprocess.align_linear@2``).
 
     Rule (published in every manifest as ``alignment``):
 
     * rows with a non-finite time or value are ignored;
     * repeated ``(unit, curve, t)`` rows are averaged;
     * a curve is aligned by linear interpolation at the grid points when it has at
-      least two distinct observation times and its observed range covers the first
-      and last grid point (no extrapolation); otherwise it is unalignable;
+      least two distinct observation times and its first and last observation are within
+      ``max_gap`` (public, grid-domain units) of the first and last grid point; grid points
+      beyond its observed range take its first or last observed value (``max_gap = 0``: the
+      range must cover both ends, ``preprocess.align_linear@1``); otherwise it is unalignable;
     * a unit's record is the average of its aligned curves (one contribution per
       privacy unit); a unit with no alignable curve contributes the zero curve, so
       the number of records ``n`` stays the number of privacy units.
@@ -72,6 +76,9 @@ def align_long(
     >>> a = align_long([1, 1, 2, 2], [0.0, 1.0, 0.0, 1.0], [0.0, 2.0, 1.0, 1.0], midpoint_grid(2))
     >>> a.data_matrix.tolist()
     [[0.5, 1.5], [1.0, 1.0]]
+    >>> late = ([1, 1, 1], [0.3, 0.5, 1.0], [1.0, 2.0, 3.0], midpoint_grid(2))  # first reading after 0.25
+    >>> align_long(*late).n_unalignable, align_long(*late, max_gap=0.1).data_matrix.tolist()
+    (1, [[1.0, 2.5]])
     """
     u = np.asarray(units)
     t = np.asarray(times, dtype=np.float64)
@@ -90,7 +97,11 @@ def align_long(
         curve_codes, _ = _codes(c, "curves")
     labels = np.empty(n_units, dtype=object)
     labels[unit_codes] = u  # every row of a unit carries the same id: row order of data_matrix
-    return dataclasses.replace(_align_codes(unit_codes, n_units, curve_codes, t, v, grid), unit_ids=tuple(labels))
+    gap = float(max_gap)
+    if not (math.isfinite(gap) and gap >= 0.0):
+        raise DomainError(f"max_gap ({max_gap!r}) must be finite and >= 0")
+    return dataclasses.replace(_align_codes(unit_codes, n_units, curve_codes, t, v, grid, max_gap=gap),
+                               unit_ids=tuple(labels))
 
 
 def _align_codes(
@@ -102,6 +113,7 @@ def _align_codes(
     grid: Grid,
     *,
     fast: bool = True,
+    max_gap: float = 0.0,
 ) -> AlignedCurves:
     """:func:`align_long` on integer unit and curve codes (``fast=False`` forces the general path).
 
@@ -127,7 +139,7 @@ def _align_codes(
         seg_start = np.zeros(0, np.int64)
     seg_end = np.r_[seg_start[1:], m].astype(np.int64)
     g = grid.grid_points
-    tol = COVER_RTOL * (grid.domain_range[1] - grid.domain_range[0])
+    tol = COVER_RTOL * (grid.domain_range[1] - grid.domain_range[0]) + max_gap
     count = seg_end - seg_start
     ok = count >= 2
     tmin = tt[seg_start] if m else np.zeros(0)

@@ -83,6 +83,7 @@ class StreamSpec:
     covariates: tuple[tuple[str, tuple[tuple[str, float], ...] | None], ...] = ()
     covariate_bound: float | None = None
     covariates_within_unit: str = "average"
+    max_gap: float = 0.0
 
     def __post_init__(self) -> None:
         if self.center is not None:
@@ -334,7 +335,7 @@ def _reduce(rows: _Rows, spec: StreamSpec, w: np.ndarray, fname: str = "") -> Cu
     t, v, n_outside = rescale_long(rows.times, rows.values, time_domain=spec.time_domain,
                                    grid_domain=spec.grid.domain_range, value_offset=spec.value_offset,
                                    value_scale=spec.value_scale)
-    aligned = align_long(rows.codes, t, v, spec.grid, curves=rows.curves)
+    aligned = align_long(rows.codes, t, v, spec.grid, curves=rows.curves, max_gap=spec.max_gap)
     records = aligned.data_matrix
     if spec.center is not None:  # public centre, record-wise, before clipping (as the in-memory path)
         records = records - np.asarray(spec.center, dtype=np.float64)[None, :]

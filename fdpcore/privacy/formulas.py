@@ -37,6 +37,7 @@ _ENTRIES = [
     Formula("grid.trapezoid@1", "fdpcore.basis.grids.trapezoid_weights", "§1.1", "DEFINITION"),
     Formula("eigen.weighted_kl@1", "fdpcore.basis.eigen.weighted_eigenbasis", "§1.3-1.4", "DEFINITION"),
     Formula("preprocess.align_linear@1", "fdpcore.data.preprocess.align_long", "§1.7", "RULE"),
+    Formula("preprocess.align_linear@2", "fdpcore.data.preprocess.align_long", "§1.7", "RULE"),
     Formula("preprocess.clip_l2@1", "fdpcore.data.preprocess.clip_l2", "§1.7", "DEFINITION"),
     Formula("preprocess.quantise_lattice@1", "fdpcore.data.accumulate.quantise_records", "§1.7", "DEFINITION"),
     Formula("estimator.mean.iclp_qr@1", "fdpcore.summaries.mean.iclp_qr_mean_coefficients", "§4.3", "DEFINITION"),

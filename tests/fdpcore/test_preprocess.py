@@ -142,3 +142,43 @@ def test_codes_fast_path_equals_sorted_factorize(ids: np.ndarray) -> None:
 def test_missing_ids_still_rejected() -> None:
     with pytest.raises(preprocess.DomainError, match="missing ids"):
         preprocess._codes(np.array([1.0, np.nan]), "units")
+
+
+@settings(max_examples=150, deadline=None)
+@given(starts=st.lists(st.floats(0.0, 0.3), min_size=1, max_size=8), gap=st.floats(0.0, 0.2),
+       seed=st.integers(0, 2**32 - 1))
+def test_end_gap_aligns_curves_within_it_holding_their_end_values(starts: list[float], gap: float, seed: int) -> None:
+    """preprocess.align_linear@2: a curve whose first (last) reading lies within max_gap of the first (last) grid
+    point is interpolated inside its range and held at its end values outside; beyond the gap it is unalignable and
+    its unit is the zero curve. Each unit's record depends on its own rows only (np.interp per unit agrees)."""
+    rng = np.random.default_rng(seed)
+    grid = midpoint_grid(10)  # first / last grid points 0.05 / 0.95
+    g = grid.grid_points
+    units, times, values, expected = [], [], [], []
+    for i, s in enumerate(starts):
+        t = np.r_[s, np.sort(rng.uniform(s, 1.0 - s, 5)), 1.0 - s]  # readings on [s, 1 - s], symmetric gaps
+        t = np.unique(t)
+        v = rng.normal(size=t.size)
+        units += [i] * t.size
+        times += list(t)
+        values += list(v)
+        covered = t[0] <= g[0] + gap + 1e-9 and t[-1] >= g[-1] - gap - 1e-9
+        expected.append(np.interp(g, t, v) if covered else np.zeros_like(g))
+    a = align_long(np.array(units), np.array(times), np.array(values), grid, max_gap=gap)
+    np.testing.assert_allclose(a.data_matrix, np.array(expected), rtol=1e-12, atol=1e-12)
+    assert a.n_unalignable == sum(not np.any(e) for e in expected)
+    if gap == 0.0:  # @1: the range must cover both ends
+        assert a.n_unalignable == sum(s > 0.05 + 1e-9 for s in starts)
+
+
+def test_end_gap_is_validated_and_weekly_readings_align_within_one_grid_step() -> None:
+    grid = midpoint_grid(50)  # days 1..365 -> one step 7.28 days; first grid point 4.65 days in
+    days = np.arange(6.0, 362.0, 7.0)  # weekly readings from day 6 to 356: both grid ends missed by under a step
+    t = (days - 1.0) / 364.0
+    strict = align_long(np.zeros(days.size, dtype=int), t, np.sin(t), grid)
+    tolerant = align_long(np.zeros(days.size, dtype=int), t, np.sin(t), grid, max_gap=1.0 / 50)
+    assert strict.n_unalignable == 1 and tolerant.n_unalignable == 0
+    assert tolerant.data_matrix[0, 0] == pytest.approx(np.sin(t[0]))  # held at the first reading
+    for bad in (-0.1, float("nan"), float("inf")):
+        with pytest.raises(preprocess.DomainError, match="max_gap"):
+            align_long([0, 0], [0.0, 1.0], [1.0, 2.0], grid, max_gap=bad)

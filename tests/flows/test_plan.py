@@ -103,6 +103,8 @@ def test_plan_default_ladder_png_and_no_ledger_write(tmp_path: Path, capsys: pyt
     assert main(["plan", str(cfg), "--ledger", ledger]) == 0
     text = capsys.readouterr().out
     assert "nothing charged" in text and "n = 508" in text and "(over budget)" in text
+    # the public alignment rule in source units (half-hours 1..48 on [0.5, 48.5], one grid step 1)
+    assert "aligned when its readings reach from at most 2 to at least 47" in text
     # the error with the smoothing bias of a typical mean falls with epsilon and is never below the noise alone
     with_bias = [r["expected_l2_error_with_bias"] for r in report["rows"]]
     assert all(a > b for a, b in zip(with_bias, with_bias[1:], strict=False)), with_bias

@@ -50,6 +50,26 @@ def test_load_curves_aligns_and_counts_internally(tmp_path: Path) -> None:
     assert batch.counts["n_unalignable_units"] == 1
 
 
+def test_load_curves_holds_end_values_over_the_public_end_gap(tmp_path: Path) -> None:
+    """preprocess.align_linear@2 in the release path: grid points 0.125 and 0.875, one grid step 0.25 by default.
+    Unit a's readings start 0.2 in (within the gap: held at 4 over [0, 0.2]); unit b's start 0.5 in (beyond it);
+    max_end_gap 0 restores the strict rule of @1."""
+    from fdp.tasks.planning import alignment_requirement, end_gap
+
+    rows = "u,t,v\na,0.2,4\na,0.8,6\nb,0.5,1\nb,1,2\n"
+    config, cdir = _config(tmp_path, rows)
+    assert end_gap(config) == (0.25, 0.25)
+    assert "from at most 0.375 to at least 0.625" in alignment_requirement(config)
+    with disable_run_logger():
+        batch = tasks.load_curves.fn(config, cdir)
+    np.testing.assert_allclose(batch.data_matrix[0], [4.0, 4.0 + 2.0 * 0.175 / 0.6, 4.0 + 2.0 * 0.425 / 0.6, 6.0])
+    np.testing.assert_allclose(batch.data_matrix[1], 0.0)
+    assert batch.counts["n_unalignable_units"] == 1
+    strict = config.model_copy(update={"dataset": config.dataset.model_copy(update={"max_end_gap": 0.0})})
+    with disable_run_logger(), pytest.raises(DataError, match="no privacy unit could be aligned"):
+        tasks.load_curves.fn(strict, cdir)  # a is lost too
+
+
 def test_load_curves_names_the_bad_column_and_row(tmp_path: Path) -> None:
     config, cdir = _config(tmp_path, "u,t,v\na,0,1\na,1,x\n")
     with disable_run_logger(), pytest.raises(DataError, match=r"'v'.*at a row") as raised:
