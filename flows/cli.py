@@ -256,26 +256,45 @@ def _add_init_parser(sub: Any) -> None:
     i.add_argument("--loss", default="logistic", choices=["logistic", "hinge", "ridge"], help="erm: the loss")
     i.add_argument("--label-bound", type=float, default=None, help="erm ridge: PUBLIC bound on |response|")
     i.add_argument("--time-domain", type=float, nargs=2, required=True, metavar=("A", "B"),
-                   help="PUBLIC first and last time of the measurement design, source units (e.g. 0 23 for hourly "
-                        "readings); a curve must be observed across it to be aligned")
-    i.add_argument("--value-offset", type=float, default=0.0, help="PUBLIC reference level (default 0)")
-    i.add_argument("--value-scale", type=float, default=1.0, help="PUBLIC typical size of value - offset (default 1)")
+                   help="PUBLIC time range the grid covers, source units, mapped onto [0, 1]. Readings every h at "
+                        "t1..tN: give t1-h/2 tN+h/2 with --grid-size N, so each midpoint grid point is one reading time "
+                        "(e.g. hours 0..23: --time-domain -0.5 23.5 --grid-size 24; half-hours 1..48: 0.5 48.5 "
+                        "--grid-size 48; a larger grid then aligns no unit). A unit is aligned only if observed at or beyond the first "
+                        "and last grid point")
+    i.add_argument("--value-offset", type=float, default=0.0,
+                   help="PUBLIC typical level of the values, e.g. a published average or the middle of the plausible "
+                        "range, source units (default 0)")
+    i.add_argument("--value-scale", type=float, default=1.0,
+                   help="PUBLIC bound on how far a value can plausibly lie from --value-offset, source units, so "
+                        "(value - offset)/scale lies in [-1, 1] (default 1; docs/configuration.md)")
     i.add_argument("--tau", type=float, default=None,
                    help="PUBLIC clipping radius of a rescaled record (default: 'auto', bought with budget)")
     i.add_argument("--epsilon", type=float, default=1.0, help="epsilon of the release (default 1)")
     i.add_argument("--budget", type=float, default=None, help="proposed total epsilon of the dataset (default 10 x epsilon)")
-    i.add_argument("--grid-size", type=int, default=50, help="PUBLIC number of grid points (default 50)")
+    i.add_argument("--grid-size", type=int, default=50,
+                   help="PUBLIC number of grid points (default 50; regular readings: their number, see --time-domain)")
     i.add_argument("--dataset-id", default=None, help="ledger name of the dataset (default: from the file name)")
     i.add_argument("--privacy-unit", default=None, help="what one record protects, in words (published)")
     i.add_argument("--covariate", action="append", default=None, help="fosr: a scalar covariate column (repeatable)")
-    i.add_argument("--covariate-bound", type=float, default=None, help="fosr: PUBLIC bound of a unit's covariate vector")
+    i.add_argument("--levels", action="append", default=None, metavar="COL=L1,L2,...",
+                   help="fosr: PUBLIC categories of a text covariate COL, listed a priori (never read from the data), "
+                        "the first one the reference level; written as encoding: one_hot (repeatable, e.g. "
+                        "--levels season=winter,spring,summer,autumn). A non-numeric covariate needs it")
+    i.add_argument("--covariate-bound", type=float, default=None,
+                   help="fosr: PUBLIC Euclidean bound of a unit's encoded covariate vector; needed with a numeric "
+                        "covariate (default when every covariate has --levels: sqrt(number of covariates), since each "
+                        "one-hot block has norm <= 1)")
+    i.add_argument("--n-components", type=int, default=None, metavar="K",
+                   help="fpca: PUBLIC number of principal components released (default 1; K < --n-basis)")
+    i.add_argument("--n-basis", type=int, default=None, metavar="M",
+                   help="fpca: PUBLIC number of basis functions the components are drawn in (default 5)")
     i.add_argument("--out", default=None, metavar="CONFIG", help="write the config here (default: print it)")
     i.add_argument("--force", action="store_true", help="overwrite --out if it exists")
 
 
 def _init(args: argparse.Namespace) -> int:
     """``fdp init``: a commented config; only column names/types and the unit count are read (fdp.flows.init_command)."""
-    from fdp.flows.init_command import init_config
+    from fdp.flows.init_command import init_config, parse_levels
 
     out = Path(args.out) if args.out else None
     if out is not None and out.exists() and not args.force:
@@ -287,6 +306,7 @@ def _init(args: argparse.Namespace) -> int:
         tau=args.tau, epsilon=args.epsilon, budget=args.budget, grid_size=args.grid_size, dataset_id=args.dataset_id,
         privacy_unit=args.privacy_unit, covariates=args.covariate, covariate_bound=args.covariate_bound,
         config_dir=out.parent if out is not None else Path.cwd(), loss=args.loss, label_bound=args.label_bound,
+        levels=parse_levels(args.levels), n_components=args.n_components, n_basis=args.n_basis,
     )
     if out is None:
         print(text, end="")

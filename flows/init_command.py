@@ -4,10 +4,16 @@ Only the file's column names and types and the number of privacy units are read.
 sets the noise (time domain, value offset and scale, clipping radius, grid, kernel, epsilon) is public
 and chosen a priori: it comes from the command line or from documented, data-independent defaults,
 never from the data values, and the config marks each such field ``PUBLIC``.
+
+FoSR covariates: a covariate column without ``--levels`` is checked to be numeric by the same reader
+``fdp release`` uses (so a text column is refused here, not at release time). The check decides only
+whether ``fdp init`` refuses; the text it writes depends on the options alone. The categories of a
+categorical covariate are public: they come from ``--levels``, never from the data.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -18,9 +24,10 @@ from fdp.flows.registry import SUMMARIES
 from fdp.tasks.planning import count_units_of_file
 from pydantic import ValidationError
 
-from fdpcore.errors import ConfigError
+from fdpcore.errors import ConfigError, DataError
+from fdpcore.io.covariates import read_unit_covariates
 
-__all__ = ["INIT_SUMMARIES", "init_config"]
+__all__ = ["INIT_SUMMARIES", "init_config", "parse_levels"]
 
 #: Summaries ``fdp init`` writes: curves in long format, and points (kde, erm).
 INIT_SUMMARIES = ("mean", "covariance", "fpca", "fosr", "kde", "erm")
@@ -29,6 +36,37 @@ INIT_SUMMARIES = ("mean", "covariance", "fpca", "fosr", "kde", "erm")
 def _q(value: str) -> str:
     """A YAML scalar for a string (quoted when needed)."""
     return yaml.safe_dump(value, default_style=None).strip().removesuffix("\n...").strip()
+
+
+def _flow(values: list[str]) -> str:
+    """A YAML flow sequence of strings, each quoted when YAML would read it otherwise (``'yes'``, ``'1'``)."""
+    return yaml.safe_dump(list(values), default_flow_style=True, width=1_000_000).strip()
+
+
+def parse_levels(options: list[str] | None) -> dict[str, list[str]]:
+    """``--levels NAME=L1,L2,...`` options as ``{NAME: [L1, L2, ...]}`` (the first level is the reference).
+
+    >>> parse_levels(["season=winter,spring,summer,autumn"])
+    {'season': ['winter', 'spring', 'summer', 'autumn']}
+
+    Raises:
+        ConfigError: an option without ``=``, an empty name or level, a repeated name or level, fewer than two levels.
+    """
+    out: dict[str, list[str]] = {}
+    for option in options or []:
+        name, sep, rest = option.partition("=")
+        name = name.strip()
+        levels = [lv.strip() for lv in rest.split(",")]
+        if not sep or not name:
+            raise ConfigError(f"--levels ({option!r}) must read COLUMN=LEVEL1,LEVEL2,... (e.g. season=winter,spring,"
+                              "summer,autumn)")
+        if name in out:
+            raise ConfigError(f"--levels: column {name!r} is given twice; give all its levels in one option")
+        if any(not lv for lv in levels) or len(levels) < 2 or len(set(levels)) != len(levels):
+            raise ConfigError(f"--levels {name}=... must list at least two distinct, non-empty levels separated by "
+                              "commas (every category the column may take, chosen a priori)")
+        out[name] = levels
+    return out
 
 
 def _dataset_id(path: Path) -> str:
@@ -42,11 +80,16 @@ def init_config(  # noqa: PLR0913 - one argument per command-line option
     epsilon: float = 1.0, budget: float | None = None, grid_size: int = 50, dataset_id: str | None = None,
     privacy_unit: str | None = None, covariates: list[str] | None = None, covariate_bound: float | None = None,
     config_dir: str | Path = ".", loss: str = "logistic", label_bound: float | None = None,
+    levels: dict[str, list[str]] | None = None, n_components: int | None = None, n_basis: int | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """The YAML text of a commented config for ``data`` and facts about the file (``n``, format).
 
     The config is validated (the same :func:`fdp.flows.config.load_config` ``fdp release`` uses) before
     it is returned. ``config_dir`` is where the config will be written (the data path is made relative to it).
+    ``levels`` (fosr): the public categories of categorical covariates, the first of each the reference level;
+    without ``covariate_bound`` and when every covariate has levels, the bound is ``sqrt(number of covariates)``
+    (each one-hot block has norm at most 1, so nothing is shrunk). ``n_components``/``n_basis`` (fpca): the
+    number of released components (default 1) and of basis functions (default 5), ``n_components < n_basis``.
 
     Raises:
         ConfigError: an unknown summary or format, missing options of the summary, or an invalid result.
@@ -58,15 +101,19 @@ def init_config(  # noqa: PLR0913 - one argument per command-line option
     fmt = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}.get(p.suffix.lower())
     if fmt is None:
         raise ConfigError(f"DATA ({p.name!r}) must be a .parquet or .csv file")
+    _check_summary_options(summary, levels=levels, n_components=n_components, n_basis=n_basis)
     if summary in ("kde", "erm"):
         return _point_config(p, fmt, unit=unit, coordinate=time, label=value, summary=summary, domain=time_domain,
                              epsilon=epsilon, budget=budget, grid_size=grid_size, dataset_id=dataset_id,
                              privacy_unit=privacy_unit, config_dir=config_dir, loss=loss, label_bound=label_bound)
     if value is None:
         raise ConfigError(f"--summary {summary} needs --value COLUMN (the observed values)")
-    if summary == "fosr" and (not covariates or covariate_bound is None):
-        raise ConfigError("--summary fosr needs --covariate NAME (repeatable) and --covariate-bound B (public)")
+    if summary == "fosr":
+        _check_covariate_options(covariates, levels or {})
     n = count_units_of_file(p, fmt, unit, [time, value, *(covariates or [])])
+    if summary == "fosr":
+        _check_numeric_covariates(p, fmt, unit, [c for c in covariates or [] if c not in (levels or {})])
+        covariate_bound = _covariate_bound(covariates or [], levels or {}, covariate_bound)
     rel = _relative(p, config_dir)
     budget = budget if budget is not None else 10 * epsilon
     ds_id = dataset_id or _dataset_id(p)
@@ -77,9 +124,11 @@ def init_config(  # noqa: PLR0913 - one argument per command-line option
         f"  time_column: {_q(time)}",
         f"  value_column: {_q(value)}",
         f"  privacy_unit: {_q(unit_text)}   # published: what one record protects, in words",
-        f"  time_domain: [{time_domain[0]!r}, {time_domain[1]!r}]   # PUBLIC: first and last time of the measurement design (source units)",
-        f"  value_offset: {value_offset!r}   # PUBLIC: reference level subtracted from every value (source units)",
-        f"  value_scale: {value_scale!r}    # PUBLIC: typical size of (value - offset), e.g. from published statistics",
+        f"  time_domain: [{time_domain[0]!r}, {time_domain[1]!r}]   # PUBLIC: time range the grid covers (source units); "
+        "readings every h at t1..tN: [t1 - h/2, tN + h/2] with grid size N puts a grid point on each reading",
+        f"  value_offset: {value_offset!r}   # PUBLIC: typical level of the values, subtracted from every value (source units)",
+        f"  value_scale: {value_scale!r}    # PUBLIC: bound on how far a value can plausibly lie from value_offset "
+        "(source units): (value - offset)/scale lies in [-1, 1]",
         "grid:",
         "  rule: midpoint",
         f"  size: {grid_size}           # PUBLIC: number of grid points of the released curve(s)",
@@ -92,16 +141,18 @@ def init_config(  # noqa: PLR0913 - one argument per command-line option
     if summary == "covariance":
         lines += ["mechanism: iclp_qr",
                   "centering:",
-                  "  kind: public           # centre on value_offset (public); {kind: sample_mean} costs about 3x the noise"]
+                  "  kind: public           # centre on value_offset (public): the release is the second moment about it,",
+                  "                         # = covariance + (mean - offset)(mean - offset)' (docs/summaries/covariance.md);",
+                  "                         # {kind: sample_mean} centres on the sample mean at about 3x the noise"]
     if summary == "fpca":
-        lines += ["n_components: 1          # PUBLIC: number of principal components released",
-                  "basis: {n_basis: 5}      # PUBLIC: smooth basis the components are drawn in"]
+        k, m = n_components or 1, n_basis or 5
+        lines += [f"n_components: {k}          # PUBLIC: number of principal components released",
+                  f"basis: {{n_basis: {m}}}      # PUBLIC: smooth basis the components are drawn in (n_components < n_basis)",
+                  "# no centering block: records are centred on the constant value_offset only, so the components are those",
+                  "# of the second moment about value_offset; add centering: {time, value, source} (a PUBLIC reference",
+                  "# curve, docs/summaries/fpca.md) to centre on a typical curve instead"]
     if summary == "fosr":
-        lines.append("covariates:             # scalar columns, constant within a unit (numeric here; see docs/summaries/fosr.md for "
-                     "categorical encodings)")
-        lines += [f"  - name: {_q(c)}" for c in covariates or []]
-        lines += ["intercept: true",
-                  f"covariate_bound: {covariate_bound!r}   # PUBLIC: Euclidean bound of a unit's covariate vector"]
+        lines += _covariate_lines(covariates or [], levels or {}, covariate_bound)
     if tau is None:  # the budget can buy it: a DP quantile of the record norms (every curve summary)
         clipping = ["clipping:",
                     "  tau: auto   # BOUGHT: a share of epsilon (tau_share, default 0.1) buys the L2 radius of a rescaled",
@@ -116,6 +167,82 @@ def init_config(  # noqa: PLR0913 - one argument per command-line option
                     "((value - offset)/scale); larger records are shrunk to it"]
     lines += clipping
     return _finish(lines, summary, epsilon, budget, {"n": n, "format": fmt, "dataset_id": ds_id})
+
+
+def _check_summary_options(summary: str, *, levels: dict[str, list[str]] | None, n_components: int | None,
+                           n_basis: int | None) -> None:
+    """Refuse an option of one summary given to another, and an FPCA basis too small for its components."""
+    if levels and summary != "fosr":
+        raise ConfigError(f"--levels applies to --summary fosr only (here: {summary})")
+    if (n_components is not None or n_basis is not None) and summary != "fpca":
+        raise ConfigError(f"--n-components and --n-basis apply to --summary fpca only (here: {summary})")
+    k, m = n_components or 1, n_basis or 5
+    if n_components is not None and n_components < 1:
+        raise ConfigError(f"--n-components ({n_components}) must be >= 1")
+    if not 2 <= m <= 200:
+        raise ConfigError(f"--n-basis ({m}) must be between 2 and 200")
+    if k >= m:
+        raise ConfigError(f"--n-components ({k}) must be < the number of basis functions ({m}"
+                          f"{'' if n_basis is not None else ', the default'}); add --n-basis {k + 1} or more")
+
+
+def _check_covariate_options(covariates: list[str] | None, levels: dict[str, list[str]]) -> None:
+    """Refuse a FoSR config without covariates, or ``--levels`` of a column that is not a ``--covariate``."""
+    if not covariates:
+        raise ConfigError("--summary fosr needs --covariate NAME (repeatable), and --levels NAME=L1,L2,... for each "
+                          "categorical one")
+    unknown = [name for name in levels if name not in covariates]
+    if unknown:
+        raise ConfigError(f"--levels names {unknown}, which is not a --covariate; add --covariate {unknown[0]}")
+
+
+def _covariate_bound(covariates: list[str], levels: dict[str, list[str]], covariate_bound: float | None) -> float:
+    """The covariate bound of a FoSR config: the option, or ``sqrt(#covariates)`` when every covariate is one-hot."""
+    if covariate_bound is not None:
+        return covariate_bound
+    numeric = [c for c in covariates if c not in levels]
+    if numeric:
+        raise ConfigError(f"--summary fosr needs --covariate-bound B (PUBLIC): numeric covariate(s) {numeric} have no "
+                          "a-priori bound (it is the Euclidean bound of a unit's covariate vector; a one-hot covariate "
+                          "adds at most 1 to its square: docs/summaries/fosr.md)")
+    return math.sqrt(len(covariates))
+
+
+def _check_numeric_covariates(p: Path, fmt: str, unit: str, names: list[str]) -> None:
+    """Refuse a covariate without ``--levels`` that ``fdp release`` would refuse as non-numeric (names it, no value)."""
+    for name in names:
+        try:
+            read_unit_covariates(p, fmt, unit_column=unit, covariates=[(name, None)])
+        except DataError as exc:
+            if "missing or non-finite value" in str(exc):
+                continue  # a numeric column with a gap: written as numeric; fdp release names the row
+            if "must be numeric" not in str(exc):
+                raise
+            raise ConfigError(
+                f"--covariate {name}: column {name!r} is not numeric, so it needs its categories, which are PUBLIC "
+                f"and never read from the data: add --levels {name}=LEVEL1,LEVEL2,... listing every category it may "
+                "take, chosen a priori (the first is the reference level, absorbed by the intercept; e.g. "
+                "--levels season=winter,spring,summer,autumn)") from None
+
+
+def _covariate_lines(covariates: list[str], levels: dict[str, list[str]], bound: float) -> list[str]:
+    """The ``covariates``, ``intercept`` and ``covariate_bound`` lines of a FoSR config."""
+    lines = ["covariates:             # scalar columns, constant within a unit (numeric unless one_hot; see "
+             "docs/summaries/fosr.md)"]
+    for c in covariates:
+        lines.append(f"  - name: {_q(c)}")
+        if c in levels:
+            lines += ["    encoding: one_hot",
+                      f"    levels: {_flow(levels[c])}   # PUBLIC: every category, listed a "
+                      "priori (from --levels); another value is an error naming the row",
+                      f"    reference: {_q(levels[c][0])}   # the first level: all indicators 0, absorbed by the intercept"]
+    lines.append("intercept: true")
+    if all(c in levels for c in covariates) and bound == math.sqrt(len(covariates)):
+        lines.append(f"covariate_bound: {bound!r}   # PUBLIC: sqrt({len(covariates)}): each one-hot block adds at most 1 to "
+                     "a unit's squared covariate norm, so nothing is shrunk")
+    else:
+        lines.append(f"covariate_bound: {bound!r}   # PUBLIC: Euclidean bound of a unit's covariate vector")
+    return lines
 
 
 def _head(p: Path, n: int, summary: str, ds_id: str, rel: Path, fmt: str) -> list[str]:

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 from fdp.flows.cli import main
 from fdp.flows.config import load_config
+from fdp.flows.init_command import init_config, parse_levels
 from flow_support import release
 
 REPO = Path(__file__).resolve().parents[2]
@@ -129,3 +130,178 @@ def test_init_writes_point_configs_that_plan_and_release(summary: str, tmp_path:
         return [ln for ln in s.splitlines()[1:] if not ln.strip().startswith(("path:", "id:"))]
 
     assert _no_names((tmp_path / "q.yaml").read_text()) == _no_names(text)
+
+
+def _weather(path: Path, *, seasons: tuple[str, ...] = ("winter", "spring", "summer", "autumn"), shift: float = 0.0) -> Path:
+    """Hourly temperatures (hours 0..23) of 40 days, each with a text season and a numeric covariate."""
+    rows = [{"day": d, "hour": h, "temp_c": 10.0 + shift + 0.3 * h - 0.01 * h * h + 0.1 * d,
+             "season": seasons[(d // 10) % len(seasons)], "rain_mm": float((d * 7) % 5) + shift}
+            for d in range(40) for h in range(24)]
+    frame = pd.DataFrame(rows)
+    if path.suffix == ".csv":
+        frame.to_csv(path, index=False)
+    else:
+        frame.to_parquet(path, index=False)
+    return path
+
+
+WEATHER = ["--unit", "day", "--time", "hour", "--value", "temp_c", "--time-domain", "-0.5", "23.5", "--grid-size", "24",
+           "--value-offset", "10", "--value-scale", "30", "--summary", "fosr"]
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".csv"])
+def test_init_refuses_a_text_covariate_without_its_public_levels(suffix: str, tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """A text covariate is not written as numeric (fdp release would refuse it); the message shows the option."""
+    data = _weather(tmp_path / f"w{suffix}")
+    cfg = tmp_path / "c.yaml"
+    for bound in ([], ["--covariate-bound", "1"]):
+        assert main(["init", str(data), *WEATHER, "--covariate", "season", *bound, "--out", str(cfg)]) == 2
+        err = capsys.readouterr().err
+        assert "column 'season' is not numeric" in err and "add --levels season=LEVEL1,LEVEL2,..." in err, err
+        assert "winter" not in err.replace("--levels season=winter,spring,summer,autumn", "")  # no value read
+        assert not cfg.exists()
+    assert main(["init", str(data), *WEATHER, "--covariate", "rain_mm", "--levels", "season=a,b",
+                 "--out", str(cfg)]) == 2
+    assert "--levels names ['season'], which is not a --covariate" in capsys.readouterr().err
+    for bad, message in [("season", "must read COLUMN=LEVEL1,LEVEL2,..."), ("season=winter", "at least two distinct"),
+                         ("season=a,a", "at least two distinct")]:
+        assert main(["init", str(data), *WEATHER, "--covariate", "season", "--levels", bad, "--out", str(cfg)]) == 2
+        assert message in capsys.readouterr().err
+
+
+def test_init_writes_one_hot_covariates_from_public_levels_that_plan_and_release(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = _weather(tmp_path / "w.parquet")
+    cfg = tmp_path / "c.yaml"
+    levels = ["--levels", "season=winter,spring,summer,autumn"]
+    assert main(["init", str(data), *WEATHER, "--covariate", "season", *levels, "--out", str(cfg)]) == 0
+    assert "fosr release of w (40 privacy units, parquet)" in capsys.readouterr().out
+    text = cfg.read_text()
+    assert ("  - name: season\n    encoding: one_hot\n    levels: [winter, spring, summer, autumn]   # PUBLIC"
+            in text), text
+    assert "    reference: winter   # the first level" in text
+    assert "covariate_bound: 1.0   # PUBLIC: sqrt(1)" in text  # the one-hot default: nothing is shrunk
+    config = load_config(cfg)
+    (season,) = config.covariates
+    assert (season.encoding, season.levels, season.reference) == ("one_hot", ["winter", "spring", "summer", "autumn"],
+                                                                  "winter")
+    assert config.covariate_bound == 1.0 and config.n_design_columns == 3
+    ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
+    assert main(["plan", str(cfg), "--json", "--epsilon", "1", "--ledger", ledger]) == 0
+    assert json.loads(capsys.readouterr().out)["n"] == 40
+    assert release(cfg, tmp_path / "out", ledger, "r") == 0  # the trial's failure was here
+    columns = pd.read_parquet(tmp_path / "out" / "release.parquet").columns
+    assert {"beta_intercept", "beta_season=spring", "beta_season=summer", "beta_season=autumn"} <= set(columns)
+
+    # two one-hot covariates: sqrt(2); a numeric one is written as before and needs --covariate-bound
+    frame = pd.read_parquet(data).assign(site=lambda f: ["north" if d % 2 else "south" for d in f["day"]])
+    frame.to_parquet(data, index=False)
+    two = ["--covariate", "season", "--covariate", "site", *levels, "--levels", "site=south,north"]
+    assert main(["init", str(data), *WEATHER, *two, "--out", str(tmp_path / "two.yaml")]) == 0
+    assert load_config(tmp_path / "two.yaml").covariate_bound == pytest.approx(2**0.5)
+    mixed = [*two, "--covariate", "rain_mm"]
+    assert main(["init", str(data), *WEATHER, *mixed, "--out", str(tmp_path / "m.yaml")]) == 2
+    assert "numeric covariate(s) ['rain_mm'] have no a-priori bound" in capsys.readouterr().err
+    assert main(["init", str(data), *WEATHER, *mixed, "--covariate-bound", "6", "--out", str(tmp_path / "m.yaml")]) == 0
+    m = (tmp_path / "m.yaml").read_text()
+    assert "  - name: rain_mm\nintercept: true\ncovariate_bound: 6.0   # PUBLIC: Euclidean bound" in m
+    assert [c.encoding for c in load_config(tmp_path / "m.yaml").covariates] == ["one_hot", "one_hot", None]
+
+
+def test_init_quotes_levels_yaml_would_read_as_other_types(tmp_path: Path) -> None:
+    data = tmp_path / "m.csv"
+    data.write_text("unit,t,y,member,grade\n" + "".join(f"{u},{t},{t + u},{'yes' if u % 2 else 'no'},{u % 3}\n"
+                                                      for u in range(6) for t in range(3)))
+    text, _ = init_config(data, unit="unit", time="t", value="y", summary="fosr", time_domain=(-0.5, 2.5), grid_size=3,
+                          covariates=["member", "grade"], levels=parse_levels(["member=no,yes", "grade=0,1,2,1.5]"]),
+                          config_dir=tmp_path)
+    assert "levels: ['no', 'yes']" in text and "reference: 'no'" in text
+    (data.parent / "c.yaml").write_text(text)
+    member, grade = load_config(data.parent / "c.yaml").covariates
+    assert (member.levels, member.reference, grade.levels) == (["no", "yes"], "no", ["0", "1", "2", "1.5]"])
+
+
+def test_init_fosr_text_depends_on_the_options_only(tmp_path: Path) -> None:
+    """Other categories, other numbers: the same config (the levels come from --levels, never from the data)."""
+    texts = []
+    for i, (seasons, shift) in enumerate([(("winter", "spring", "summer", "autumn"), 0.0), (("summer",), 7.5)]):
+        d = tmp_path / f"d{i}"
+        d.mkdir()
+        data = _weather(d / "w.csv", seasons=seasons, shift=shift)
+        assert main(["init", str(data), *WEATHER, "--covariate", "season", "--covariate", "rain_mm",
+                     "--levels", "season=winter,spring,summer,autumn", "--covariate-bound", "3",
+                     "--out", str(d / "c.yaml")]) == 0
+        texts.append((d / "c.yaml").read_text())
+    assert texts[0] == texts[1]
+
+
+def test_init_fpca_n_components_is_checked_against_the_basis(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = tmp_path / "f.yaml"
+    assert _init(DATA, cfg, "--summary", "fpca", "--n-components", "3") == 0
+    text = cfg.read_text()
+    assert "n_components: 3          # PUBLIC" in text and "no centering block: records are centred on" in text
+    config = load_config(cfg)
+    assert (config.n_components, config.basis.n_basis, config.centering) == (3, 5, None)
+    assert _init(DATA, cfg, "--summary", "fpca", "--n-components", "5", "--force") == 2
+    assert "--n-components (5) must be < the number of basis functions (5, the default); add --n-basis 6" in (
+        capsys.readouterr().err)
+    assert _init(DATA, cfg, "--summary", "fpca", "--n-components", "6", "--n-basis", "8", "--force") == 0
+    assert (load_config(cfg).n_components, load_config(cfg).basis.n_basis) == (6, 8)
+    assert _init(DATA, cfg, "--summary", "fpca", "--n-components", "0", "--force") == 2
+    assert "--n-components (0) must be >= 1" in capsys.readouterr().err
+    assert _init(DATA, cfg, "--summary", "mean", "--n-components", "2", "--force") == 2
+    assert "apply to --summary fpca only" in capsys.readouterr().err
+
+
+def test_init_help_and_comments_say_value_scale_is_a_bound_and_how_to_set_the_time_domain(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """value_scale as docs/configuration.md defines it; the time-domain convention of the shipped example."""
+    with pytest.raises(SystemExit):
+        main(["init", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "typical size" not in help_text
+    assert "bound on how far a value can plausibly lie from --value-offset" in help_text
+    assert "(value - offset)/scale lies in [-1, 1]" in help_text
+    assert "--time-domain -0.5 23.5 --grid-size 24" in help_text and "t1-h/2 tN+h/2 with --grid-size N" in help_text
+    assert "--levels COL=L1,L2,..." in help_text and "--n-components K" in help_text
+    assert "bound on how far a value can plausibly lie from" in (REPO / "docs" / "configuration.md").read_text()
+    cfg = tmp_path / "c.yaml"
+    assert _init(DATA, cfg) == 0
+    line = next(ln for ln in cfg.read_text().splitlines() if ln.strip().startswith("value_scale:"))
+    assert "bound on how far a value can plausibly lie from value_offset" in line and "[-1, 1]" in line
+    # the walkthrough follows the recommendation: one grid point on each half-hour, as the shipped example
+    walkthrough = (REPO / "docs" / "getting-started.md").read_text().split("<!-- walkthrough: new-data -->")[1]
+    assert "--time-domain 0.5 48.5 --grid-size 48" in walkthrough.split("```")[1]
+    assert "time_domain: [0.5, 48.5]" in (REPO / "examples" / "electricity_mean.yaml").read_text()
+
+
+def test_fosr_page_init_example_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    text = (REPO / "docs" / "summaries" / "fosr.md").read_text()
+    block = re.search(r"<!-- walkthrough: init-fosr -->\n```bash\n(.*?)```", text, re.S)
+    assert block is not None
+    commands = [shlex.split(ln.split("#", 1)[0]) for ln in block.group(1).replace("\\\n", " ").splitlines() if ln.strip()]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FDP_LEDGER_URL", f"sqlite:///{tmp_path / 'ledger.sqlite'}")
+    (tmp_path / "examples").symlink_to(REPO / "examples")
+    for words in commands:
+        assert words[0] == "fdp", words
+        assert main(words[1:]) == 0, (words, capsys.readouterr().err)
+    (sex,) = load_config(tmp_path / "my-fosr.yaml").covariates
+    assert (sex.encoding, sex.levels, sex.reference) == ("one_hot", ["F", "M"], "F")
+    assert "plan: fosr of berkeley_growth (n = 93" in capsys.readouterr().out
+
+
+def test_docs_a_new_user_reads_after_init_match_the_code() -> None:
+    """Default tuning of the mean page, and what each curve summary is centred on when init writes no centre."""
+    from fdpcore.privacy.tuning import DEFAULT_RULES
+
+    mean = " ".join((REPO / "docs" / "summaries" / "mean.md").read_text().split())
+    assert DEFAULT_RULES["iclp_qr"] == DEFAULT_RULES["gp"] == "risk_prior"
+    assert "`iclp_qr`/`gp`: `risk_prior` (default," in mean and "`exact_balanced` (default)" not in mean
+    cov = " ".join((REPO / "docs" / "summaries" / "covariance.md").read_text().split())
+    assert "is the second moment about `c`, not the covariance about the sample mean" in cov
+    assert "Σ̂ + (X̄ − c) ⊗ (X̄ − c)" in cov
+    fpca = " ".join((REPO / "docs" / "summaries" / "fpca.md").read_text().split())
+    assert "`fdp init --summary fpca` writes none" in fpca and "centred on the constant `value_offset`" in fpca
