@@ -250,17 +250,19 @@ def _add_init_parser(sub: Any) -> None:
     i = sub.add_parser("init", help="write a commented release config for a data file (no data value is used)")
     i.add_argument("data", help="Parquet or CSV file in long format (one row per unit and time; kde/erm: per point)")
     i.add_argument("--unit", required=True, help="column of the privacy unit")
-    i.add_argument("--time", required=True, help="column of the observation times (kde, erm: of the point's coordinate)")
+    i.add_argument("--time", required=True, action="append",
+                   help="column of the observation times (kde, erm: of a point's coordinate; give --time twice, each "
+                        "with its --time-domain, for points in 2-D)")
     i.add_argument("--value", default=None, help="column of the observed values (erm: of the label; kde: none)")
     i.add_argument("--summary", default="mean", help="mean (default), covariance, fpca, fosr, kde or erm")
     i.add_argument("--loss", default="logistic", choices=["logistic", "hinge", "ridge"], help="erm: the loss")
     i.add_argument("--label-bound", type=float, default=None, help="erm ridge: PUBLIC bound on |response|")
-    i.add_argument("--time-domain", type=float, nargs=2, required=True, metavar=("A", "B"),
+    i.add_argument("--time-domain", type=float, nargs=2, required=True, action="append", metavar=("A", "B"),
                    help="PUBLIC time range the grid covers, source units, mapped onto [0, 1]. Readings every h at "
                         "t1..tN: give t1-h/2 tN+h/2 with --grid-size N, so each midpoint grid point is one reading time "
                         "(e.g. hours 0..23: --time-domain -0.5 23.5 --grid-size 24; half-hours 1..48: 0.5 48.5 "
-                        "--grid-size 48; a larger grid then aligns no unit). A unit is aligned only if observed at or beyond the first "
-                        "and last grid point")
+                        "--grid-size 48). A unit's curve is aligned when its readings reach within one grid step "
+                        "(dataset.max_end_gap) of the first and last grid point; `fdp plan` states the times")
     i.add_argument("--value-offset", type=float, default=0.0,
                    help="PUBLIC typical level of the values, e.g. a published average or the middle of the plausible "
                         "range, source units (default 0)")
@@ -302,7 +304,7 @@ def _init(args: argparse.Namespace) -> int:
         return EXIT_INPUT
     text, facts = init_config(
         args.data, unit=args.unit, time=args.time, value=args.value, summary=args.summary,
-        time_domain=tuple(args.time_domain), value_offset=args.value_offset, value_scale=args.value_scale,
+        time_domain=[tuple(d) for d in args.time_domain], value_offset=args.value_offset, value_scale=args.value_scale,
         tau=args.tau, epsilon=args.epsilon, budget=args.budget, grid_size=args.grid_size, dataset_id=args.dataset_id,
         privacy_unit=args.privacy_unit, covariates=args.covariate, covariate_bound=args.covariate_bound,
         config_dir=out.parent if out is not None else Path.cwd(), loss=args.loss, label_bound=args.label_bound,

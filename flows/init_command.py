@@ -75,8 +75,8 @@ def _dataset_id(path: Path) -> str:
 
 
 def init_config(  # noqa: PLR0913 - one argument per command-line option
-    data: str | Path, *, unit: str, time: str, value: str | None = None, summary: str = "mean",
-    time_domain: tuple[float, float], value_offset: float = 0.0, value_scale: float = 1.0, tau: float | None = None,
+    data: str | Path, *, unit: str, time: str | list[str], value: str | None = None, summary: str = "mean",
+    time_domain: tuple[float, float] | list[tuple[float, float]], value_offset: float = 0.0, value_scale: float = 1.0, tau: float | None = None,
     epsilon: float = 1.0, budget: float | None = None, grid_size: int = 50, dataset_id: str | None = None,
     privacy_unit: str | None = None, covariates: list[str] | None = None, covariate_bound: float | None = None,
     config_dir: str | Path = ".", loss: str = "logistic", label_bound: float | None = None,
@@ -90,6 +90,8 @@ def init_config(  # noqa: PLR0913 - one argument per command-line option
     without ``covariate_bound`` and when every covariate has levels, the bound is ``sqrt(number of covariates)``
     (each one-hot block has norm at most 1, so nothing is shrunk). ``n_components``/``n_basis`` (fpca): the
     number of released components (default 1) and of basis functions (default 5), ``n_components < n_basis``.
+    ``time``/``time_domain``: one column and its range; ``kde``/``erm`` take a list of one or two (a point's
+    coordinates and their public ranges, in the same order).
 
     Raises:
         ConfigError: an unknown summary or format, missing options of the summary, or an invalid result.
@@ -102,10 +104,20 @@ def init_config(  # noqa: PLR0913 - one argument per command-line option
     if fmt is None:
         raise ConfigError(f"DATA ({p.name!r}) must be a .parquet or .csv file")
     _check_summary_options(summary, levels=levels, n_components=n_components, n_basis=n_basis)
+    times = [time] if isinstance(time, str) else list(time)
+    domains = [time_domain] if not time_domain or not isinstance(time_domain[0], (list, tuple)) else list(time_domain)
+    most = 2 if summary in ("kde", "erm") else 1
+    if not 1 <= len(times) <= most or len(domains) != len(times):
+        raise ConfigError(
+            f"--time given {len(times)} time(s) and --time-domain {len(domains)} time(s): "
+            + ("a kde or erm release takes one --time per coordinate of a point (at most 2) and one --time-domain A B "
+               "per --time, in the same order" if most == 2 else
+               f"a {summary} release takes exactly one --time column and one --time-domain A B"))
     if summary in ("kde", "erm"):
-        return _point_config(p, fmt, unit=unit, coordinate=time, label=value, summary=summary, domain=time_domain,
+        return _point_config(p, fmt, unit=unit, coordinate=times, label=value, summary=summary, domain=domains,
                              epsilon=epsilon, budget=budget, grid_size=grid_size, dataset_id=dataset_id,
                              privacy_unit=privacy_unit, config_dir=config_dir, loss=loss, label_bound=label_bound)
+    time, time_domain = times[0], tuple(domains[0])  # type: ignore[assignment]
     if value is None:
         raise ConfigError(f"--summary {summary} needs --value COLUMN (the observed values)")
     if summary == "fosr":
@@ -285,25 +297,27 @@ def _relative(p: Path, config_dir: str | Path) -> Path:
 
 
 def _point_config(  # noqa: PLR0913 - one argument per command-line option
-    p: Path, fmt: str, *, unit: str, coordinate: str, label: str | None, summary: str, domain: tuple[float, float],
+    p: Path, fmt: str, *, unit: str, coordinate: list[str], label: str | None, summary: str,
+    domain: list[tuple[float, float]],
     epsilon: float, budget: float | None, grid_size: int, dataset_id: str | None, privacy_unit: str | None,
     config_dir: str | Path, loss: str, label_bound: float | None,
 ) -> tuple[str, dict[str, Any]]:
-    """The commented config of a KDE or ERM release on a point table (one coordinate; MATH.md §8, §9)."""
+    """The commented config of a KDE or ERM release on a point table (one or two coordinates; MATH.md §8, §9)."""
     if summary == "erm" and label is None:
         raise ConfigError("--summary erm needs --value COLUMN: the label (-1/+1 for logistic and hinge, a response for ridge)")
     if summary == "erm" and loss == "ridge" and label_bound is None:
         raise ConfigError("--summary erm --loss ridge needs --label-bound B: a PUBLIC bound on |response| (responses "
                           "are clipped to [-B, B])")
-    n = count_units_of_file(p, fmt, unit, [coordinate, *([label] if summary == "erm" and label else [])])
+    n = count_units_of_file(p, fmt, unit, [*coordinate, *([label] if summary == "erm" and label else [])])
     budget = budget if budget is not None else 10 * epsilon
     ds_id = dataset_id or _dataset_id(p)
     unit_text = privacy_unit or f"{unit} (all rows with one value of {unit})"
     lines = [
         *_head(p, n, summary, ds_id, _relative(p, config_dir), fmt),
         f"  unit_column: {_q(unit)}          # one privacy unit per distinct value; its points are averaged",
-        f"  coordinate_columns: [{_q(coordinate)}]",
-        f"  domain: [[{domain[0]!r}, {domain[1]!r}]]   # PUBLIC: range of the coordinate, mapped onto [0, 1]",
+        f"  coordinate_columns: [{', '.join(_q(c) for c in coordinate)}]",
+        f"  domain: [{', '.join(f'[{float(a)!r}, {float(b)!r}]' for a, b in domain)}]   # PUBLIC: range of each "
+        "coordinate, mapped onto [0, 1]",
         "  outside_domain: clamp   # a point outside the domain is moved to its edge (record-wise); 'error' stops first",
     ]
     if summary == "erm":
@@ -319,7 +333,9 @@ def _point_config(  # noqa: PLR0913 - one argument per command-line option
     if summary == "kde":
         lines += ["mechanism: iclp_qr",
                   "kernel: gaussian     # noise kernel on the unit-scaled domain",
-                  "bandwidth: n_rule    # h = n^(-1/5) from the public number of units (privacy-safe, MATH.md §5.1)",
+                  f"bandwidth: n_rule    # h = n^(-1/{4 + len(coordinate)}) of each unit-scaled range, from the public n "
+                  "(privacy-safe, MATH.md §5.1); it smooths over a wide part of a generous domain: a fixed PUBLIC h "
+                  "(the scale of the features you want to see, as a fraction of the range) is often better",
                   "eta: 1.25"]
     else:
         lines += [f"loss: {loss}",

@@ -132,6 +132,31 @@ def test_init_writes_point_configs_that_plan_and_release(summary: str, tmp_path:
     assert _no_names((tmp_path / "q.yaml").read_text()) == _no_names(text)
 
 
+@pytest.mark.parametrize(("summary", "data", "args"), [
+    ("kde", REPO / "examples" / "data" / "kde_points_2d.parquet",
+     ["--unit", "household_id", "--time", "x1", "--time", "x2", "--time-domain", "-5", "5", "--time-domain", "-6", "6"]),
+    ("erm", REPO / "examples" / "data" / "erm_points.parquet",
+     ["--unit", "customer_id", "--time", "x1", "--time", "x2", "--value", "label", "--time-domain", "0", "10",
+      "--time-domain", "-1", "11"]),
+])
+def test_init_takes_one_time_per_coordinate_for_points_in_two_dimensions(
+        summary: str, data: Path, args: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A second --time was silently dropped (the last one won, with the first one's domain); now each coordinate
+    keeps its own public range, in order, and the 2-D config plans; a curve summary refuses two."""
+    cfg = tmp_path / "p.yaml"
+    assert main(["init", str(data), *args, "--summary", summary, "--grid-size", "20", "--out", str(cfg)]) == 0
+    config = load_config(cfg)
+    assert list(config.dataset.coordinate_columns) == [args[3], args[5]]
+    assert [tuple(d) for d in config.dataset.domain] == [
+        (float(args[-5]), float(args[-4])), (float(args[-2]), float(args[-1]))]
+    assert main(["plan", str(cfg), "--epsilon", "1", "--ledger", f"sqlite:///{tmp_path / 'l.sqlite'}"]) == 0
+    capsys.readouterr()
+    assert main(["init", str(data), *args[:-3], "--summary", summary]) == 2  # two times, one domain
+    assert "one --time-domain A B per --time" in capsys.readouterr().err
+    assert main(["init", str(DATA), *ARGS[:4], "--time", "monday_index", *ARGS[4:]]) == 2
+    assert "exactly one --time column" in capsys.readouterr().err
+
+
 def _weather(path: Path, *, seasons: tuple[str, ...] = ("winter", "spring", "summer", "autumn"), shift: float = 0.0) -> Path:
     """Hourly temperatures (hours 0..23) of 40 days, each with a text season and a numeric covariate."""
     rows = [{"day": d, "hour": h, "temp_c": 10.0 + shift + 0.3 * h - 0.01 * h * h + 0.1 * d,
