@@ -37,7 +37,7 @@ def main() -> None:
         n, p = table.n_units, c.privacy
         if c.summary == "kde":
             plan = plan_kde_release(point_axes(c), n=n, epsilon=p.epsilon, mechanism=c.mechanism, kernel=c.kernel,
-                                    bandwidth=None if c.bandwidth == "n_rule" else c.bandwidth, eta=c.eta, delta=p.delta,
+                                    bandwidth=c.bandwidth, eta=c.eta, delta=p.delta,
                                     secure=False)
             z = summarise_kde(table.points, table.unit_codes, plan)
         else:

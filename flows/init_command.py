@@ -333,9 +333,9 @@ def _point_config(  # noqa: PLR0913 - one argument per command-line option
     if summary == "kde":
         lines += ["mechanism: iclp_qr",
                   "kernel: gaussian     # noise kernel on the unit-scaled domain",
-                  f"bandwidth: n_rule    # h = n^(-1/{4 + len(coordinate)}) of each unit-scaled range, from the public n "
-                  "(privacy-safe, MATH.md §5.1); it smooths over a wide part of a generous domain: a fixed PUBLIC h "
-                  "(the scale of the features you want to see, as a fraction of the range) is often better",
+                  "bandwidth: normal_reference   # h = (1.06/6) n^(-1/5) (1-D) or (1/6) n^(-1/6) (2-D) of each unit-scaled "
+                  "range, from the public n (privacy-safe): right when the points fill the public range; a PUBLIC "
+                  "number (the scale of the features to resolve, as a fraction of the range) if you know better",
                   "eta: 1.25"]
     else:
         lines += [f"loss: {loss}",

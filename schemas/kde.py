@@ -92,8 +92,11 @@ class KdeReleaseConfig(Frozen):
         "iclp_qr", description="iclp_qr: pure DP (MATH.md §8.1); hall_gp: Gaussian-process noise, (epsilon, delta) (§8.2)")
     kernel: Literal["gaussian", "exponential"] = Field(
         "gaussian", description="noise kernel family c_h (separable in 2-D); hall_gp needs gaussian")
-    bandwidth: PositiveFloat | Literal["n_rule"] = Field(
-        "n_rule", description="h on the unit-scaled domain; n_rule = n^(-1/(4+d)) (privacy-safe, tuning.kde.bandwidth@1)")
+    bandwidth: PositiveFloat | Literal["normal_reference", "n_rule"] = Field(
+        "normal_reference", description="h on the unit-scaled domain (public), or a privacy-safe rule of n and d: "
+        "normal_reference (the default) = (1.06 / 6) n^(-1/5) in 1-D, (1/6) n^(-1/6) in 2-D, the normal-reference "
+        "rule for points that fill the public range within +-3 sd (tuning.kde.normal_reference@1); n_rule = "
+        "n^(-1/(4+d)), the paper's (tuning.kde.bandwidth@1), about 6x wider")
     eta: PositiveFloat | None = Field(None, description="power of the kernel (iclp_qr only; > 0.5, MATH.md §8.1 uses 1.01-1.5)")
     privacy: PrivacySpec = Field(description="the privacy cost of this release (epsilon, delta)")
     budget: BudgetSpec = Field(description="proposed total budget of the dataset (used only when the ledger does not know it yet)")

@@ -234,7 +234,7 @@ def kde_plan(config: Any, n: int) -> Any:
     """The :class:`fdpcore.summaries.kde.PointPlan` of a KDE config."""
     p = config.privacy
     return plan_kde_release(point_axes(config), n=n, epsilon=p.epsilon, mechanism=config.mechanism,
-                            kernel=config.kernel, bandwidth=None if config.bandwidth == "n_rule" else float(config.bandwidth),
+                            kernel=config.kernel, bandwidth=config.bandwidth,
                             eta=config.eta, delta=p.delta, calibration=p.calibration, secure=True)
 
 

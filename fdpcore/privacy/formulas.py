@@ -118,6 +118,8 @@ _ENTRIES = [
     Formula("release.hrw.online_ou_bridge@1", "fdpcore.summaries.hrw.ou_bridge_conditional", "§11", "EXACT"),
     Formula("preprocess.points.unit_average@1", "fdpcore.summaries.kde.unit_point_weights", "§8, §9, §12.2", "RULE"),
     Formula("tuning.kde.bandwidth@1", "fdpcore.summaries.kde.kde_bandwidth", "§5.1, §8", "RULE"),
+    Formula("tuning.kde.normal_reference@1", "fdpcore.summaries.kde.kde_reference_bandwidth", "§5.1, §8 (derived here)",
+            "RULE"),
     Formula("estimator.kde.normaliser@1", "fdpcore.summaries.kde.kde_normaliser", "§8.1", "DEFINITION"),
     Formula("estimator.kde.iclp_qr@1", "fdpcore.summaries.kde.kde_iclp_coefficients", "§8.1", "DEFINITION"),
     Formula("sensitivity.kde.iclp_qr.exact_grid@1", "fdpcore.summaries.kde.kde_iclp_sensitivity", "§8.1", "EXACT"),
