@@ -84,3 +84,11 @@ def test_python_facade_examples_of_the_summary_pages_run(page: str) -> None:
     assert blocks
     for block in blocks:
         exec(compile(block, str(path), "exec"), {"__name__": f"docs_{page}"})  # noqa: S102  # our own docs
+
+
+def test_python_facade_page_blocks_run() -> None:
+    """docs/python.md: every ```python block is self-contained and runs (the facades a methodologist starts from)."""
+    blocks = re.findall(r"```python\n(.*?)```", (DOCS / "python.md").read_text(), re.S)
+    assert len(blocks) >= 5
+    for i, block in enumerate(blocks):
+        exec(compile(block, f"docs/python.md block {i}", "exec"), {})  # noqa: S102 - the manual's own examples
