@@ -360,6 +360,9 @@ def _release(config_path: Path, out: str | None, ledger_url: str | None, release
         from fdp.tasks.preflight import check_strict_inputs  # loaded on use: budget/audit/schema stay light
 
         check_strict_inputs(config, str(config_path.resolve().parent))  # row numbers: terminal only, not Prefect
+        from fdp.flows.plan_command import check_release_plan
+
+        check_release_plan(config, config_path)  # tau/value_offset: auto that n * epsilon cannot pay for: exit 2
     try:
         with interrupts(lambda signum: _next_step(url, rid)):
             return _run_release(config, config_path, out_dir, url, rid, period)

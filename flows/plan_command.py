@@ -28,7 +28,7 @@ from pydantic import ValidationError
 from fdpcore.errors import ConfigError, FdpError, LedgerError
 from fdpcore.ledger import DatasetBudget, Ledger, default_ledger_url
 
-__all__ = ["LADDER", "epsilon_ladder", "plan_report", "print_plan", "release_warnings"]
+__all__ = ["LADDER", "check_release_plan", "epsilon_ladder", "plan_report", "print_plan", "release_warnings"]
 
 #: Multipliers of the config's epsilon shown when no ``--epsilon`` is given.
 LADDER = (0.25, 0.5, 1.0, 2.0, 4.0)
@@ -256,3 +256,17 @@ def release_warnings(config: Any, config_path: str | Path, ledger_url: str) -> l
     n = count_config_units(config, str(Path(config_path).resolve().parent))
     warning = covariance_centering_check(config, n, _read_only_url(ledger_url))
     return [] if warning is None else [warning]
+
+
+def check_release_plan(config: Any, config_path: str | Path) -> None:
+    """``fdp release``'s pre-flight of a config that buys ``tau`` or ``value_offset``: its plan, as ``fdp plan`` builds it.
+
+    Run before Prefect's server starts and before anything is charged. ``n`` counts the units of the data file
+    (the unit column only, as ``fdp plan``); a plan the epsilon cannot pay for raises
+    :class:`fdpcore.errors.PrivacyParameterError` with the least epsilon that suffices (exit 2). A config that buys
+    nothing is left to the flow (its plan does not depend on ``n`` being large enough).
+    """
+    clip = getattr(config, "clipping", None)
+    if getattr(clip, "tau", None) != "auto" and getattr(config.dataset, "value_offset", None) != "auto":
+        return
+    build_plan(config, count_config_units(config, str(Path(config_path).resolve().parent)))

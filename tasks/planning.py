@@ -12,19 +12,22 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from fdpcore.basis.grids import Grid, make_grid
-from fdpcore.errors import FdpError
+from fdpcore.errors import FdpError, PrivacyParameterError
 from fdpcore.io.eigencache import enable_disk_cache
 from fdpcore.io.tables import count_units
 from fdpcore.ledger import Ledger
 from fdpcore.noise.iclp import whitened_pointwise_band
-from fdpcore.noise.quantiles import PublicChoice, default_tau_range, summary_tau_choice
+from fdpcore.noise.quantiles import PublicChoice, default_tau_range, epsilon_after_choices, summary_tau_choice
 from fdpcore.privacy.tuning import DEFAULT_SIGNAL_FRACTION
 from fdpcore.summaries.covariance import plan_covariance_release
 from fdpcore.summaries.erm import plan_erm_release
@@ -36,8 +39,9 @@ from fdpcore.summaries.mean import auto_public_choices, candidate_plans, plan_me
 __all__ = [
     "Accuracy", "BAND_LEVEL", "accuracy", "alignment_requirement", "alignment_rule", "build_plan",
     "count_config_units", "count_units_of_file", "covariance_centering_check", "covariance_plan", "end_gap",
-    "erm_plan", "expected_l2_error", "fosr_plan", "fpca_plan", "kde_plan", "mean_plan", "mean_public_choices",
-    "noise_band", "point_axes", "public_choices", "release_grid", "tau_public_choices", "tau_search_range",
+    "erm_plan", "expected_l2_error", "fosr_plan", "fpca_plan", "kde_plan", "least_epsilon", "mean_plan",
+    "mean_public_choices", "noise_band", "point_axes", "public_choices", "release_grid", "tau_public_choices",
+    "tau_search_range",
 ]
 
 #: Level of the published pointwise noise band.
@@ -224,7 +228,18 @@ def tau_public_choices(config: Any, n: int) -> tuple[PublicChoice, ...]:
 
 
 def public_choices(config: Any, n: int) -> tuple[PublicChoice, ...]:
-    """The undrawn public choices of any curve release config (the mean's, or ``tau: auto`` of the others)."""
+    """The undrawn public choices of any curve release config (the mean's, or ``tau: auto`` of the others).
+
+    They must leave a positive part of ``privacy.epsilon`` for the summary itself; when ``n`` is too small for
+    that at the config's epsilon, the refusal states the least epsilon that suffices (:func:`least_epsilon`).
+    """
+    with _refuse_too_small_epsilon(config, n):
+        choices = _public_choices(config, n)
+        epsilon_after_choices(config.privacy.epsilon, choices)
+    return choices
+
+
+def _public_choices(config: Any, n: int) -> tuple[PublicChoice, ...]:
     if config.summary == "mean":
         return mean_public_choices(config, n)
     return tau_public_choices(config, n)
@@ -247,12 +262,152 @@ def erm_plan(config: Any, n: int) -> Any:
 
 
 def build_plan(config: Any, n: int) -> Any:
-    """The fdpcore plan of any release config (dispatch on ``config.summary``)."""
+    """The fdpcore plan of any release config (dispatch on ``config.summary``).
+
+    A config that buys ``tau`` or ``value_offset`` with too small an ``n * epsilon`` is refused with the least
+    epsilon that suffices (:func:`least_epsilon`) and what else the user can change.
+    """
+    with _refuse_too_small_epsilon(config, n):
+        return _build_plan(config, n)
+
+
+def _build_plan(config: Any, n: int) -> Any:
     summary = config.summary
     if summary == "fpca":
         return fpca_plan(config, n)
     return {"mean": mean_plan, "covariance": covariance_plan, "fosr": fosr_plan, "kde": kde_plan,
             "erm": erm_plan}[summary](config, n)
+
+
+def _at_epsilon(config: Any, epsilon: float) -> Any:
+    """``config`` with ``privacy.epsilon`` replaced (not validated again: only its plan is built)."""
+    return config.model_copy(update={"privacy": config.privacy.model_copy(update={"epsilon": epsilon})})
+
+
+def _auto_options(config: Any) -> list[str]:
+    """The config fields set to ``auto`` that buy a public parameter with part of epsilon."""
+    found = []
+    if getattr(config.dataset, "value_offset", None) == "auto":
+        found.append("value_offset")
+    if getattr(getattr(config, "clipping", None), "tau", None) == "auto":
+        found.append("tau")
+    return found
+
+
+def _valid_plan(config: Any, n: int) -> Any | None:
+    """The plan of ``config``, or ``None`` when it is not valid (e.g. too little epsilon for its public choices)."""
+    try:
+        return _build_plan(config, n)
+    except FdpError:
+        return None
+
+
+#: Significant digits of the least epsilon :func:`least_epsilon` states (a value a user would type).
+_EPSILON_DIGITS = 3
+#: How far above the config's epsilon :func:`least_epsilon` looks (a factor).
+_EPSILON_SEARCH_FACTOR = 1e6
+
+
+def _epsilon_grid(epsilon: float) -> Callable[[int], float]:
+    """The ``i``-th epsilon with :data:`_EPSILON_DIGITS` significant digits, from the decade of ``epsilon`` up.
+
+    Such an epsilon's default splits (shares of 1/2, 1/10, 1/20) are exact at the 4 digits the splits keep, so a
+    remainder on this grid is never an artefact of their rounding.
+    """
+    per_decade = 9 * 10 ** (_EPSILON_DIGITS - 1)
+    first = 10 ** (_EPSILON_DIGITS - 1)
+    base = math.floor(math.log10(epsilon)) - (_EPSILON_DIGITS - 1)
+
+    def value(i: int) -> float:
+        decade, step = divmod(i, per_decade)
+        return float(Decimal(first + step).scaleb(base + decade))
+
+    return value
+
+
+def least_epsilon(config: Any, n: int) -> float | None:
+    """The least epsilon (3 significant digits) above the config's at which its whole plan is valid, or ``None``.
+
+    Valid: every public choice the config buys (``value_offset: auto``, ``tau: auto``) gets its split and the
+    summary itself a positive remainder — decided by building the plan (:func:`build_plan`'s own functions),
+    not by a separate formula. Larger epsilons are found by doubling steps, then the boundary by bisection on
+    the grid of :func:`_epsilon_grid`; ``None`` when no epsilon up to a million times the config's is valid.
+    Public inputs and ``n`` only.
+    """
+    epsilon = float(config.privacy.epsilon)
+    value = _epsilon_grid(epsilon)
+    lo = 0
+    while value(lo) <= epsilon:
+        lo += 1
+    lo -= 1  # value(lo) <= epsilon, which is not valid (the caller's refusal)
+    step, hi = 1, lo + 1
+    while _valid_plan(_at_epsilon(config, value(hi)), n) is None:
+        if value(hi) > epsilon * _EPSILON_SEARCH_FACTOR:
+            return None
+        lo, step = hi, 2 * step
+        hi = lo + step
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if _valid_plan(_at_epsilon(config, value(mid)), n) is None:
+            lo = mid
+        else:
+            hi = mid
+    return value(hi)
+
+
+def _least_epsilon_with(config: Any, n: int, option: str) -> float | None:
+    """:func:`least_epsilon` with ``option`` (``value_offset`` or ``tau``) given a fixed value (``None``: none suffices).
+
+    The config's own epsilon when that then suffices. The fixed value is a placeholder: whether a plan is valid
+    does not depend on a public centre or radius.
+    """
+    if option == "value_offset":
+        fixed = config.model_copy(update={"dataset": config.dataset.model_copy(update={"value_offset": 0.0})})
+    else:
+        fixed = config.model_copy(update={"clipping": config.clipping.model_copy(update={"tau": 1.0})})
+    if _valid_plan(fixed, n) is not None:
+        return float(config.privacy.epsilon)
+    return least_epsilon(fixed, n)
+
+
+_FIX_ADVICE = {"value_offset": "give dataset.value_offset a fixed public value",
+               "tau": "give clipping.tau a fixed public value"}
+
+
+@contextmanager
+def _refuse_too_small_epsilon(config: Any, n: int) -> Iterator[None]:
+    """Restate a plan's refusal of too small an epsilon for its bought public choices: the true least epsilon and the options.
+
+    Any other refusal (or a config that buys nothing) passes through unchanged.
+    """
+    try:
+        yield
+    except PrivacyParameterError as exc:
+        options = _auto_options(config)
+        least = least_epsilon(config, n) if options else None
+        if least is None:
+            raise
+        raise PrivacyParameterError(_too_small_message(config, n, options, least)) from exc
+
+
+def _too_small_message(config: Any, n: int, options: list[str], least: float) -> str:
+    epsilon = float(config.privacy.epsilon)
+    bought = " and ".join(f"{o}: auto" for o in options)
+    each = "each buy" if len(options) > 1 else "buys"
+    splits = _build_plan(_at_epsilon(config, least), n).budget_splits
+    parts = ", ".join(f"{s['name']} {s['epsilon']:g}" for s in splits[:-1]) + f" and {splits[-1]['name']} {splits[-1]['epsilon']:g}"
+    changes = [f"raise privacy.epsilon to at least {least:g}"]
+    for option in options:
+        other = _least_epsilon_with(config, n, option)
+        if other is not None:
+            changes.append(f"{_FIX_ADVICE[option]} (then epsilon {other:g} suffices)")
+    return (
+        f"privacy.epsilon ({epsilon:g}) is too small for this release with n = {n} privacy units: {bought} {each} a "
+        f"DP quantile with part of epsilon, and the {config.summary} itself needs a positive part of what is left. "
+        f"The least epsilon that covers them all is {least:g} (at {least:g} the parts are {parts}; `fdp plan "
+        f"--epsilon {least:g}` shows the accuracy). Either " + ", or ".join(changes)
+        + "; see docs/configuration.md, 'Choosing value_offset, value_scale and tau'"
+    )
 
 
 def _point_value_scale(config: Any) -> tuple[float, float]:

@@ -95,6 +95,67 @@ def test_auto_offset_refused_before_any_charge_when_n_epsilon_is_too_small(make_
     cfg = make_config(clipping__tau=1.0, tuning={}, dataset__value_offset="auto",
                       dataset__value_offset_range=[0.0, 4000.0], privacy__epsilon=0.05)
     assert _release(cfg, tmp_path / "out", ledger, "auto-small") == 2
-    assert "value_offset: auto needs privacy.epsilon >=" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "privacy.epsilon (0.05) is too small for this release with n = 508 privacy units: value_offset: auto buys" in err
+    assert "raise privacy.epsilon to at least 0.131" in err  # n * epsilon >= 66.4 for the centre's DP median
     assert Ledger(ledger).releases() == []
     assert not (tmp_path / "out" / "manifest.json").exists()
+
+
+@pytest.fixture
+def few_units(make_config, electricity, tmp_path: Path):  # type: ignore[no-untyped-def]
+    """A config that buys value_offset and tau for 44 Mondays (n * epsilon too small for both at epsilon 1)."""
+    data = tmp_path / "monday44.parquet"
+    electricity[electricity["monday_index"] < 44].to_parquet(data)
+    return make_config(clipping={"tau": "auto"}, tuning={}, dataset__value_offset="auto",
+                       dataset__value_offset_range=[0.0, 4000.0], dataset__path=str(data))
+
+
+def test_too_small_epsilon_for_the_bought_choices_states_the_least_epsilon_the_plan_accepts(few_units) -> None:
+    """The stated least epsilon is the plan's own boundary: valid there, not valid one step (0.01) below it."""
+    import re
+
+    from fdp.flows.config import load_config
+    from fdp.tasks.planning import build_plan, least_epsilon
+
+    from fdpcore.errors import PrivacyParameterError
+
+    config = load_config(few_units)
+
+    def at(eps: float):  # type: ignore[no-untyped-def]
+        return config.model_copy(update={"privacy": config.privacy.model_copy(update={"epsilon": eps})})
+
+    least = least_epsilon(config, 44)
+    assert least == 2.2  # value_offset takes half of epsilon, tau its floor 1.099: the mean is left 0.001 at 2.2
+    plan = build_plan(at(least), 44)
+    assert [s["name"] for s in plan.budget_splits] == ["value_offset", "tau", "mean"]
+    assert plan.budget_splits[-1]["epsilon"] > 0
+    for below in (1.0, 1.52, 2.0, 2.19):  # the old message said 1.509; 1.52 and 2 were then refused in other words
+        with pytest.raises(PrivacyParameterError, match=r"least epsilon that covers them all is 2\.2 ") as info:
+            build_plan(at(below), 44)
+        text = str(info.value)
+        assert "exact-decimal" not in text and "of which half" not in text
+        assert "raise privacy.epsilon to at least 2.2" in text
+        assert re.search(r"give dataset.value_offset a fixed public value \(then epsilon [\d.]+ suffices\)", text)
+        assert f"give clipping.tau a fixed public value (then epsilon {max(below, 1.51):g} suffices)" in text
+    # the two alternatives it names are true: value_offset alone is valid from 1.51, tau alone at epsilon 1
+    only_offset = config.model_copy(update={"clipping": config.clipping.model_copy(update={"tau": 1.0})})
+    assert least_epsilon(only_offset.model_copy(update={"privacy": at(1.0).privacy}), 44) == 1.51
+    fixed_offset = at(1.0).model_copy(update={"dataset": config.dataset.model_copy(update={"value_offset": 1500.0})})
+    assert build_plan(fixed_offset, 44).budget_splits[-1]["name"] == "mean"
+
+
+def test_release_refuses_a_too_small_epsilon_for_the_bought_choices_before_any_prefect_server(
+        few_units, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import fdp.flows.cli as cli
+
+    started: list[str] = []
+    monkeypatch.setattr(cli, "start_temporary_server", lambda: started.append("server"))  # type: ignore[func-returns-value]
+    monkeypatch.setattr(cli, "_check_prefect_api", lambda: started.append("api"))
+    ledger = tmp_path / "ledger.sqlite"
+    assert _release(few_units, tmp_path / "out", f"sqlite:///{ledger}", "few-1") == 2
+    err = capsys.readouterr().err
+    assert started == []  # refused in the pre-flight: no Prefect server, no flow run, no Prefect ERROR lines
+    assert "privacy.epsilon (1) is too small for this release with n = 44 privacy units" in err
+    assert "least epsilon that covers them all is 2.2" in err and "ERROR" not in err
+    assert not ledger.exists() and not (tmp_path / "out" / "manifest.json").exists()
