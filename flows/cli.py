@@ -436,11 +436,11 @@ def _print_release(manifest: dict[str, Any], out_dir: Path, budget: DatasetBudge
     print(f"  written:   {files[0]}")
     for f in files[1:]:
         print(f"             {f}")
-    noise = manifest.get("noise") or {}
-    err = noise.get("expected_l2_error", noise.get("expected_l2_error_T2"))
-    if isinstance(err, (int, float)):
-        what = "the noise" if "expected_l2_error" in noise else "the T2 (cross-moment) noise"
-        print(f"  accuracy:  expected L2 error of {what} {err:.4g} (source units; as `fdp plan` stated)")
+    from fdp.tasks._publish import accuracy_text  # loaded by the release already
+
+    accuracy = accuracy_text(manifest)
+    if accuracy is not None:
+        print(f"  accuracy:  {accuracy}; as `fdp plan` stated")
     if period is not None:
         print(f"  charged:   period {period}")
     print(f"  budget:    {_budget_line(budget, period)}")

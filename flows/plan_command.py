@@ -211,12 +211,10 @@ def print_plan(report: dict[str, Any]) -> None:
               + (f"{_fmt(r.get('expected_l2_error_with_bias')):>10} " if biased else "")
               + (f"{_fmt(r['band_half_width_max']):>10} " if banded else "")
               + f"{_fmt(r['budget_remaining_epsilon_after'], 'g'):>9}  {tuning}{fits}")
-    notes = {r["note"] for r in report["rows"] if "note" in r}
-    relative = ("over the L2 norm of a surface at the public value scale squared (value_scale^2 x |T|)"
-                if report["summary"] == "covariance" else "over the L2 norm of a curve at the public value scale")
-    for note in sorted(notes):
+    notes = {(r["note"], r.get("relative_note")) for r in report["rows"] if "note" in r}
+    for note, relative in sorted(notes, key=lambda x: (x[0], x[1] or "")):
         print(f"  {note}" if fpca else f"  E L2 error: {note}; relative: {relative}"
-              + ("; 95% band: widest pointwise half-width of the noise (source units)" if banded else ""))
+              + ("; 95% band: widest pointwise half-width of the noise (in the release's units)" if banded else ""))
     if biased:
         target = {"mean": "a mean of norm signal_fraction x tau",
                   "covariance": "a surface of size signal_fraction x tau^2",

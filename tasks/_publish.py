@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from fdp.schemas import ReleaseConfig, ReleaseManifest
 from fdp.schemas.config import series_name
 from fdp.tasks._plots import curves_png
-from fdp.tasks.planning import BAND_LEVEL, alignment_rule, expected_l2_error, noise_band
+from fdp.tasks.planning import BAND_LEVEL, alignment_rule, curve_error_text, expected_l2_error, noise_band, point_error_text
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from fdpcore.data.preprocess import to_source_units
@@ -255,7 +255,8 @@ def release_note(manifest: dict[str, Any], budget: dict[str, Any], period: str, 
         f"**How.** The average curve was computed from curves clipped to norm {par['tau']:g} (after a public rescaling), "
         f"smoothed, and perturbed with random noise ({manifest['mechanism']} mechanism, {par['kernel']['name']} kernel).",
         "",
-        f"**Accuracy (noise only).** Expected L2 size of the noise: {nz['expected_l2_error']:.4g} (value units). "
+        f"**Accuracy (noise only).** Expected L2 size of the noise: {nz['expected_l2_error']:.4g} "
+        f"({curve_error_text(manifest['summary'], par['grid']['domain'], par['time_domain'])}). "
         f"At each time point the noise lies within ±{nz['band_half_width_max']:.4g} with probability "
         f"{nz['band_level']:.0%} or more (band columns in the Parquet file). "
         "These figures come from the mechanism alone, not from the data.",
@@ -267,6 +268,33 @@ def release_note(manifest: dict[str, Any], budget: dict[str, Any], period: str, 
         "| --- | --- |",
         *(f"| {o['path']} | `{o['sha256']}` |" for o in manifest["outputs"]),
     ])
+
+
+def accuracy_text(manifest: dict[str, Any]) -> str | None:
+    """The release's expected error with its units and norm, as ``fdp plan`` states it (``fdp release`` prints it).
+
+    Mean, covariance, KDE, ERM: ``noise.expected_l2_error``; FoSR: ``noise.expected_l2_error_T2``; FPCA (no
+    additive noise): ``sampler.expected_energy_shortfall``. ``None`` when the manifest states none.
+    """
+    summary, par = manifest["summary"], manifest.get("parameters") or {}
+    noise = manifest.get("noise") or {}
+    if summary == "fpca":
+        shortfall = (manifest.get("sampler") or {}).get("expected_energy_shortfall")
+        if not isinstance(shortfall, (int, float)):
+            return None
+        return (f"expected captured-energy shortfall {shortfall:.4g} per record, against the best "
+                f"{par.get('n_components')}-dimensional subspace of the basis (source units squared; the noise part "
+                "only, accuracy.fpca.energy_shortfall@1)")
+    key = "expected_l2_error_T2" if summary == "fosr" else "expected_l2_error"
+    error = noise.get(key)
+    if not isinstance(error, (int, float)):
+        return None
+    if summary in ("kde", "erm"):
+        norm = point_error_text(par["domain"], par["value_units"])
+    else:
+        norm = curve_error_text(summary, par["grid"]["domain"], par["time_domain"])
+    what = "the T2 (cross-moment) noise" if summary == "fosr" else "the noise"
+    return f"expected L2 error of {what} {error:.4g} ({norm})"
 
 
 def _protection(manifest: dict[str, Any]) -> str:

@@ -29,7 +29,7 @@ from fdp.tasks import _publish
 from fdp.tasks._plots import surface_png
 from fdp.tasks._settings import data_task, noise_task
 from fdp.tasks.ledger import close_release, mark_noised, provenance
-from fdp.tasks.planning import alignment_rule, covariance_plan, expected_l2_error, release_grid
+from fdp.tasks.planning import alignment_rule, covariance_plan, curve_error_text, expected_l2_error, release_grid
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from fdpcore.data.accumulate import summarise_covariance_sums
@@ -224,8 +224,9 @@ def public_covariance_release(
                                "Lap(whitened_scale sqrt(lambda_j lambda_l)), mirrored to (l, j)",
                "sampler": _publish.SAMPLER_TEXT["laplace"], "whitened_scale": p.calibration.scale,
                "expected_l2_error": l2_source, "expected_l2_error_scaled": l2,
-               "expected_l2_error_note": "sqrt(E||noise||^2) on T x T before the PSD projection (which only moves "
-                                         "the surface closer to every PSD operator)"},
+               "expected_l2_error_note": "sqrt(E||noise||^2) before the PSD projection (which only moves the surface "
+                                         "closer to every PSD operator): "
+                                         + curve_error_text("covariance", grid.domain_range, ds.time_domain)},
         composition=plan.link,
         formulas=sorted({*p.formulas, "preprocess.align_linear@2",
                          *(("postprocess.cov.psd_projection@1",) if out.psd else ()),
@@ -279,6 +280,7 @@ def publish_covariance(
     note = (f"**What is released.** The covariance surface of the curves on a {m['parameters']['grid']['size']} x "
             f"{m['parameters']['grid']['size']} grid (centring: {m['parameters']['centering']['kind']}), smoothed and "
             f"perturbed with Laplace-process noise, and its {m['parameters']['n_components']} leading eigenfunctions. "
-            f"Expected L2 size of the noise: {m['noise']['expected_l2_error']:.4g} (value units squared); it comes "
-            "from the mechanism alone, not from the data.")
+            f"Expected L2 size of the noise: {m['noise']['expected_l2_error']:.4g} (before the PSD projection: "
+            f"{curve_error_text('covariance', m['parameters']['grid']['domain'], m['parameters']['time_domain'])}); "
+            "it comes from the mechanism alone, not from the data.")
     return publish_summary(ledger_url, release_id, config, public, out_dir, note)

@@ -10,7 +10,7 @@ from fdp.schemas.kde import PointBatch, PointPlanEnvelope, PointSummary
 from fdp.tasks._settings import data_task
 from fdp.tasks.kde import public_point_release, publish_point_release
 from fdp.tasks.ledger import provenance
-from fdp.tasks.planning import erm_plan
+from fdp.tasks.planning import erm_plan, point_value_units
 
 from fdpcore.summaries.erm import summarise_erm
 from fdpcore.summaries.kde import PointPlan
@@ -64,7 +64,7 @@ def publish_erm(ledger_url: str, release_id: str, config: ErmReleaseConfig, conf
         columns["predicted_label"] = np.where(f >= 0.0, 1.0, -1.0)
     public = public_point_release(
         release_id, config, p, values, provenance(config_sha256, public=True), columns, 1.0,
-        {"value_units": "units of the label column" if config.loss == "ridge" else "decision value (sign = label)"},
+        {"value_units": point_value_units(config)},
         solver_record(p),
     )
     return publish_point_release(ledger_url, release_id, config, public, out_dir, WHAT[config.loss])

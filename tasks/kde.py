@@ -19,7 +19,7 @@ from fdp.tasks import _publish
 from fdp.tasks._plots import curves_png, surface_png
 from fdp.tasks._settings import data_task, noise_task
 from fdp.tasks.ledger import close_release, mark_noised, period_and_budget, provenance
-from fdp.tasks.planning import expected_l2_error, kde_plan, noise_band, point_axes
+from fdp.tasks.planning import expected_l2_error, kde_plan, noise_band, point_axes, point_error_text, point_value_units
 
 __all__ = ["load_points", "plan_kde", "point_axes", "public_point_release", "publish_kde", "publish_point_release"]
 from fdpcore.io.points import read_point_table
@@ -179,7 +179,9 @@ def point_release_note(manifest: dict[str, Any], budget: dict[str, Any], what: s
         f"**What is released.** The {what} on a fixed grid, computed from the table and perturbed once with random "
         f"noise ({manifest['mechanism']} mechanism).",
         "",
-        f"**Accuracy (noise only).** Expected L2 size of the noise: {nz['expected_l2_error']:.4g}. At each grid point the "
+        f"**Accuracy (noise only).** Expected L2 size of the noise: {nz['expected_l2_error']:.4g} "
+        f"({point_error_text(manifest['parameters']['domain'], manifest['parameters']['value_units'])}). "
+        "At each grid point the "
         f"noise lies within ±{nz['band_half_width_max']:.4g} with probability {nz['band_level']:.0%} or more (band columns "
         "in the Parquet file). These figures come from the mechanism alone, not from the data.",
         *(["", f"**Solver.** {solver['assumption']}"] if solver else []),
@@ -208,7 +210,7 @@ def publish_kde(ledger_url: str, release_id: str, config: KdeReleaseConfig, conf
         release_id, config, p, values, provenance(config_sha256, public=True),
         {"value": raw, "density": density}, 1.0 / area,
         {"post_processing": "density = max(value, 0) renormalised to unit mass on the grid (post-processing of the "
-                            "private value; no privacy cost)", "value_units": "density per source unit of the domain"},
+                            "private value; no privacy cost)", "value_units": point_value_units(config)},
         None,
     )
     what = "density surface" if len(config.dataset.coordinate_columns) == 2 else "density curve"

@@ -38,10 +38,10 @@ from fdpcore.summaries.mean import auto_public_choices, candidate_plans, plan_me
 
 __all__ = [
     "Accuracy", "BAND_LEVEL", "accuracy", "alignment_requirement", "alignment_rule", "build_plan",
-    "count_config_units", "count_units_of_file", "covariance_centering_check", "covariance_plan", "end_gap",
-    "erm_plan", "expected_l2_error", "fosr_plan", "fpca_plan", "kde_plan", "least_epsilon", "mean_plan",
-    "mean_public_choices", "noise_band", "point_axes", "public_choices", "release_grid", "tau_public_choices",
-    "tau_search_range",
+    "count_config_units", "count_units_of_file", "covariance_centering_check", "covariance_plan", "curve_error_text",
+    "end_gap", "erm_plan", "expected_l2_error", "fosr_plan", "fpca_plan", "kde_plan", "least_epsilon", "mean_plan",
+    "mean_public_choices", "noise_band", "point_axes", "point_error_text", "point_value_units", "public_choices",
+    "release_grid", "tau_public_choices", "tau_search_range",
 ]
 
 #: Level of the published pointwise noise band.
@@ -466,16 +466,20 @@ class Accuracy:
         sensitivity, sensitivity_formula: the bound that sets the noise (FoSR: that of ``T2``).
         noise_scale: whitened Laplace scale ``b`` or Gaussian ``sigma`` (FoSR: of ``T2``; FPCA: ``None``).
         expected_l2_error, expected_l2_error_scaled: ``sqrt(E||noise||^2)`` in source and rescaled units.
-        relative_error: the rescaled error over the L2 norm of the constant curve at the public value scale
-            (``sqrt(|T|)``; ``|T|`` for a covariance surface) — i.e. noise relative to ``value_scale``.
-        band_half_width_max: widest pointwise 95 % noise band (source units), or ``None``.
+        relative_error: mean, covariance, FoSR: the root mean square of the noise over the grid domain (over pairs of
+            times for a covariance) over ``value_scale`` (``value_scale^2``): the rescaled error over ``sqrt(|T|)``
+            (``|T|``). KDE/ERM: the rescaled error on the unit box, i.e. the root mean square of the noise over the
+            source domain over the uniform density ``1/|domain|`` (KDE) or over 1 label unit (ERM). FPCA: see
+            ``expected_energy_shortfall``. ``relative_note`` says which, in words.
+        band_half_width_max: widest pointwise 95 % noise band (the release's units), or ``None``.
         expected_l2_error_with_bias: mean with ICLP-QR/GP, covariance, FoSR (of ``T2``): ``sqrt(E||noise||^2 +
             bias^2)`` (source units), the smoothing bias of a typical target (a mean of norm ``signal_fraction * tau``,
             a surface of size ``signal_fraction * tau^2``, cross-moment curves of norm ``signal_fraction * tau_y``)
             under the ``risk_prior`` prior (the plans' ``prior_sq_l2_risk``); the noise alone can *rise* with epsilon
             when the tuning smooths less.
         tuning: the parameters the rule in the config chooses.
-        note: what the numbers mean for this summary.
+        note: what the numbers mean for this summary: units and norm of ``expected_l2_error`` (:func:`curve_error_text`,
+            :func:`point_error_text`: the release note and ``fdp release`` say the same).
         budget_splits: the named parts of epsilon the release would charge (as the manifest records them).
         bought: public parameters bought with part of epsilon (``tau: auto``, ``value_offset: auto``), not yet drawn.
         expected_l2_error_range: ``dp_select``/``pcv``: the smallest and largest ``expected_l2_error`` (source units)
@@ -483,6 +487,7 @@ class Accuracy:
         expected_energy_shortfall: FPCA: the noise part of the expected captured-energy shortfall per record
             (source units squared, :func:`fdpcore.summaries.fpca.fpca_energy_shortfall`); ``relative_error`` is
             then this over ``tau^2``.
+        relative_note: what ``relative_error`` divides by, in words (``None`` for FPCA).
     """
 
     summary: str
@@ -503,6 +508,7 @@ class Accuracy:
     bought: list[dict[str, Any]] | None = None
     expected_l2_error_range: tuple[float, float] | None = None
     expected_energy_shortfall: float | None = None
+    relative_note: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON form."""
@@ -533,20 +539,90 @@ def _tuning(config: Any, plan: Any) -> dict[str, Any]:
     return {k: v for k, v in plan.parameters.items() if isinstance(v, (int, float, str, bool)) or v is None}
 
 
-_NOTES = {
-    "mean": "the noise part of the error of the released curve (source units, L2 over the time domain)",
-    "covariance": "error of the surface before the PSD projection (source units squared, L2 over T x T)",
-    "fosr": "error of the noisy cross-moment curves T2; the coefficient curves scale it by at most 1/safe_inverse_floor",
-    "fpca": ("exponential mechanism, no additive noise: 'E shortfall' is the noise part of the captured-energy "
-             "shortfall per record of the k components against the best k-dimensional subspace of the basis (source "
-             "units squared; the Laplace approximation k (m - k) tau^2 / (n epsilon_step), formula "
-             "accuracy.fpca.energy_shortfall@1), 'of tau^2' the same over the bound on a record's energy: where the "
-             "records' leading components carry less energy than this, the release mostly shows the base measure; the "
-             "base measure (prior_strength c > 0) adds a bias towards smooth components that depends on the data and "
-             "does not fall with epsilon"),
-    "kde": "error of the released density (per source unit, L2 over the domain)",
-    "erm": "error of the released function (label units, L2 over the domain)",
-}
+def curve_error_text(summary: str, grid_domain: Any, time_domain: Any) -> str:
+    """Units and norm of a curve release's ``expected_l2_error`` (mean; covariance; FoSR's ``T2``), from public inputs.
+
+    The norm is the L2 norm over the grid domain ``T`` onto which ``time_domain`` is mapped (a covariance: over
+    ``T x T``), so on ``T = [0, 1]`` it is the root mean square of the noise over time (pairs of times). ``fdp plan``,
+    the release note and ``fdp release`` all say this.
+
+    >>> curve_error_text("mean", (0.0, 1.0), (0.5, 48.5))
+    'the L2 norm over the grid domain T = [0, 1] onto which time_domain [0.5, 48.5] is mapped, i.e. the root mean square of the noise over time; units: source units'
+    """
+    a, b = (float(x) for x in grid_domain)
+    s, e = (float(x) for x in time_domain)
+    length = b - a
+    over = f"the grid domain T = [{a:g}, {b:g}] onto which time_domain [{s:g}, {e:g}] is mapped"
+    if summary == "covariance":
+        factor = "" if length == 1.0 else f"{length:g} x "
+        return (f"the L2 norm over T x T, {over}, i.e. {factor}the root mean square of the noise over pairs of times; "
+                "units: source units squared")
+    factor = "" if length == 1.0 else f"sqrt({length:g}) x "
+    if summary == "fosr":
+        return (f"the L2 norm over {over}, summed in squares over the p curves, i.e. {factor}the root-sum-square over "
+                "the curves of their root mean square over time; units: source units x covariate units")
+    return f"the L2 norm over {over}, i.e. {factor}the root mean square of the noise over time; units: source units"
+
+
+def point_error_text(domain: Any, value_units: str) -> str:
+    """Units and norm of a KDE/ERM release's ``expected_l2_error``: the L2 norm over the source domain.
+
+    >>> point_error_text([[1, 366]], "density per source unit of the domain")
+    'the L2 norm over the source domain [1, 366], i.e. sqrt(365) x the root mean square of the noise over it; units: density per source unit of the domain'
+    """
+    box = " x ".join(f"[{float(a):g}, {float(b):g}]" for a, b in domain)
+    measure = math.prod(float(b) - float(a) for a, b in domain)
+    return (f"the L2 norm over the source domain {box}, i.e. sqrt({measure:.6g}) x the root mean square of the noise "
+            f"over it; units: {value_units}")
+
+
+def point_value_units(config: Any) -> str:
+    """What a KDE/ERM release's values measure (the manifest's ``parameters.value_units``)."""
+    if config.summary == "kde":
+        return "density per source unit of the domain"
+    return "units of the label column" if config.loss == "ridge" else "decision value (sign = label)"
+
+
+def _error_text(config: Any) -> str:
+    """What ``fdp plan``'s ``E L2 error`` of ``config`` measures: units and norm (FPCA: its shortfall)."""
+    s = config.summary
+    if s in ("kde", "erm"):
+        what = "the released density" if s == "kde" else "the released function"
+        return f"the noise part of the error of {what}: {point_error_text(config.dataset.domain, point_value_units(config))}"
+    if s == "fpca":
+        return _FPCA_NOTE
+    what = {"mean": "the released curve", "covariance": "the surface before the PSD projection",
+            "fosr": "the noisy cross-moment curves T2 (the coefficient curves scale it by at most 1/safe_inverse_floor)"}[s]
+    return f"the noise part of the error of {what}: {curve_error_text(s, config.grid.domain, config.dataset.time_domain)}"
+
+
+def _relative_text(config: Any) -> str | None:
+    """What ``fdp plan``'s ``relative`` column of ``config`` divides by (:func:`accuracy`'s ``relative_error``)."""
+    s = config.summary
+    if s == "kde":
+        measure = math.prod(b - a for a, b in config.dataset.domain)
+        per = "per unit area" if len(config.dataset.domain) == 2 else "per source unit"
+        return f"the root mean square of the noise over the domain, over the uniform density on it (1/{measure:.6g} {per})"
+    if s == "erm":
+        unit = "1 label unit" if config.loss == "ridge" else "a decision value of 1 (labels are -1/+1)"
+        return f"the root mean square of the noise over the domain, over {unit}"
+    if s == "covariance":
+        return "the root mean square of the noise over pairs of times, over value_scale^2"
+    if s == "fosr":
+        return "the root-sum-square over the p curves of their root mean square over time, over value_scale"
+    if s == "mean":
+        return "the root mean square of the noise over time, over value_scale"
+    return None
+
+
+_FPCA_NOTE = (
+    "exponential mechanism, no additive noise: 'E shortfall' is the noise part of the captured-energy "
+    "shortfall per record of the k components against the best k-dimensional subspace of the basis (source "
+    "units squared; the Laplace approximation k (m - k) tau^2 / (n epsilon_step), formula "
+    "accuracy.fpca.energy_shortfall@1), 'of tau^2' the same over the bound on a record's energy: where the "
+    "records' leading components carry less energy than this, the release mostly shows the base measure; the "
+    "base measure (prior_strength c > 0) adds a bias towards smooth components that depends on the data and "
+    "does not fall with epsilon")
 
 
 def accuracy(config: Any, plan: Any, n: int, *, band: bool = True) -> Accuracy:
@@ -560,7 +636,7 @@ def accuracy(config: Any, plan: Any, n: int, *, band: bool = True) -> Accuracy:
         low = min(e[0] for e in errors if e is not None)
         return dataclasses.replace(row, tuning=_tuning(config, plan), budget_splits=row.budget_splits,
                                    expected_l2_error_range=(low, row.expected_l2_error or low), note=(
-            f"{plan.tuning}: {plan.selection.parameter} is chosen from the data after the charge among "
+            f"{row.note}; {plan.tuning}: {plan.selection.parameter} is chosen from the data after the charge among "
             f"{len(finished)} candidates; sensitivity, noise scale, error and band are those of the noisiest "
             "candidate (a bound on the release's; `--json` gives expected_l2_error_range over the candidates)"))
     err = expected_l2_error(config, plan)
@@ -581,7 +657,7 @@ def accuracy(config: Any, plan: Any, n: int, *, band: bool = True) -> Accuracy:
             length = float(np.diff(release_grid(config).domain_range)[0])
             relative = err[1] / (length if s == "covariance" else math.sqrt(length))
     h = noise_band(config, plan) if band else None
-    note = _NOTES[s]
+    note = _error_text(config)
     risk = getattr(plan, "prior_sq_l2_risk", None) if s in ("mean", "covariance", "fosr") else None
     unit = config.dataset.value_scale ** (2 if s == "covariance" else 1) if risk is not None else 1.0
     return Accuracy(
@@ -591,7 +667,7 @@ def accuracy(config: Any, plan: Any, n: int, *, band: bool = True) -> Accuracy:
         expected_l2_error=None if err is None else err[0], expected_l2_error_scaled=None if err is None else err[1],
         relative_error=relative, band_half_width_max=None if h is None else float(np.max(h)),
         expected_l2_error_with_bias=None if risk is None else math.sqrt(risk) * unit,
-        tuning=_tuning(config, plan), note=note,
+        tuning=_tuning(config, plan), note=note, relative_note=_relative_text(config),
         budget_splits=[dict(x) for x in plan.budget_splits] if hasattr(plan, "budget_splits") else None,
         bought=[{"name": c.name, "epsilon": c.epsilon, "quantile_level": c.alpha, "candidates": [c.candidates[0],
                  c.candidates[-1]], "formula": c.formula_id, "a_priori": c.a_priori}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sqlite3
 import subprocess
 import sys
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 from fdp.flows.cli import main
 from fdp.flows.plan_command import epsilon_ladder, plan_report
-from flow_support import release, write_config
+from flow_support import artifacts, release, write_config
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
@@ -36,8 +37,9 @@ def test_plan_equals_the_manifest_of_a_real_release(example: Path, tmp_path: Pat
     assert not (tmp_path / "l.sqlite").exists()  # plan never creates a ledger
     row = planned["rows"][0]
     assert release(cfg, tmp_path / "out", ledger, "r1") == 0
-    capsys.readouterr()
+    printed = capsys.readouterr().out
     m = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    _assert_release_states_the_accuracy_as_planned(printed, row, m, cfg)
     assert planned["n"] == m["n"]
     assert row["epsilon"] == m["privacy"]["epsilon"]
     summary = planned["summary"]
@@ -81,6 +83,71 @@ def test_plan_equals_the_manifest_of_a_real_release(example: Path, tmp_path: Pat
     # after the release, plan reads the ledger read-only: what is left is the ledger's remaining budget
     after = _plan_json(capsys, str(cfg), "--epsilon", str(eps), "--ledger", ledger)
     assert after["budget"]["source"] == "ledger"
+
+
+def _assert_release_states_the_accuracy_as_planned(printed: str, row: dict, m: dict, cfg: Path) -> None:
+    """``fdp release`` prints the expected error with the units and norm of ``fdp plan``'s note (FPCA: its shortfall)."""
+    from fdp.flows.config import load_config
+    from fdp.tasks._publish import artifact_prefix
+
+    (line,) = [x for x in printed.splitlines() if x.startswith("  accuracy:  ")]
+    if m["summary"] == "fpca":  # no additive noise: the expected captured-energy shortfall of the manifest
+        shortfall = m["sampler"]["expected_energy_shortfall"]
+        assert line.startswith(f"  accuracy:  expected captured-energy shortfall {shortfall:.4g} per record")
+        assert "(source units squared;" in line
+        return
+    match = re.fullmatch(r"  accuracy:  expected L2 error of .+? (\d[\d.e+-]*) \((.+)\); as `fdp plan` stated", line)
+    assert match is not None, line
+    key = "expected_l2_error_T2" if m["summary"] == "fosr" else "expected_l2_error"
+    assert float(match.group(1)) == pytest.approx(m["noise"][key], rel=1e-3)
+    norm = match.group(2)
+    assert norm in row["note"]  # the same units and norm as the plan's note
+    units = {"covariance": "units: source units squared", "kde": "units: density per source unit",
+             "erm": "units: "}.get(m["summary"], "units: source units")
+    assert units in norm
+    assert "(source units;" not in line
+    if m["summary"] == "covariance":
+        assert norm in m["noise"]["expected_l2_error_note"]
+    if m["summary"] in ("mean", "kde", "erm", "covariance"):  # the release note says it too
+        assert any(norm in note for note in artifacts(f"{artifact_prefix(load_config(cfg))}-release-note"))
+
+
+def test_plan_notes_state_the_norm_and_domain_of_the_error_and_what_relative_divides_by(tmp_path: Path) -> None:
+    """Mean/covariance: L2 over the grid domain (on [0, 1] the RMS over time); KDE/ERM: over the source domain."""
+    from fdp.flows.config import load_config
+    from fdp.tasks.planning import accuracy, build_plan
+
+    def row(example: str, **overrides: object) -> dict:
+        config = load_config(write_config(tmp_path, REPO / "examples" / example, **overrides))
+        n = 508 if config.summary in ("mean", "covariance") else 1000
+        return accuracy(config, build_plan(config, n), n, band=False).as_dict()
+
+    mean = row("electricity_mean.yaml")
+    assert "the L2 norm over the grid domain T = [0, 1] onto which time_domain [0.5, 48.5] is mapped, i.e. the root " \
+           "mean square of the noise over time; units: source units" in mean["note"]
+    assert mean["relative_note"] == "the root mean square of the noise over time, over value_scale"
+    assert mean["relative_error"] == pytest.approx(mean["expected_l2_error"] / 1000.0)  # value_scale 1000, |T| = 1
+    wide = row("electricity_mean.yaml", grid__domain=[0.0, 2.0])
+    assert "grid domain T = [0, 2]" in wide["note"] and "i.e. sqrt(2) x the root mean square" in wide["note"]
+    assert wide["relative_error"] == pytest.approx(wide["expected_l2_error"] / 1000.0 / math.sqrt(2.0))
+    cov = row("electricity_covariance.yaml")
+    assert "units: source units squared" in cov["note"] and "over pairs of times" in cov["note"]
+    assert cov["relative_note"] == "the root mean square of the noise over pairs of times, over value_scale^2"
+    # KDE on days 1-366: sqrt(365) x the RMS over the days; relative: that RMS over the uniform density 1/365
+    kde = row("kde_1d.yaml", dataset__domain=[[1.0, 366.0]])
+    assert "the L2 norm over the source domain [1, 366], i.e. sqrt(365) x the root mean square of the noise over it; " \
+           "units: density per source unit of the domain" in kde["note"]
+    assert kde["relative_note"] == ("the root mean square of the noise over the domain, over the uniform density on it "
+                                    "(1/365 per source unit)")
+    rms = kde["expected_l2_error"] / math.sqrt(365.0)
+    assert kde["relative_error"] == pytest.approx(rms / (1.0 / 365.0))
+    erm = row("erm_ridge.yaml")
+    assert "source domain [0, 10], i.e. sqrt(10) x the root mean square" in erm["note"]
+    assert "units: units of the label column" in erm["note"]
+    assert erm["relative_note"] == "the root mean square of the noise over the domain, over 1 label unit"
+    assert erm["relative_error"] == pytest.approx(erm["expected_l2_error"] / math.sqrt(10.0))
+    for r in (kde, erm):
+        assert "value scale" not in r["relative_note"] and "value_scale" not in r["relative_note"]
 
 
 def test_plan_default_ladder_png_and_no_ledger_write(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
