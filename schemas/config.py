@@ -13,7 +13,7 @@ from fdpcore.basis.kernels import kernel_spec
 from fdpcore.errors import DomainError
 from fdpcore.limits import ID_MAX_LENGTH, ID_PATTERN, MAX_GRID_POINTS
 from fdpcore.noise.quantiles import CENTRE_CANDIDATES, DEFAULT_CENTRE_SHARE, DEFAULT_TAU_SHARE
-from fdpcore.privacy.tuning import PSS_RULES_BY_ESTIMATOR
+from fdpcore.privacy.tuning import DEFAULT_RULES, PSS_RULES_BY_ESTIMATOR
 
 __all__ = [
     "check_tau_auto_engine", "series_name",
@@ -164,16 +164,22 @@ def check_tau_auto_engine(clipping: ClippingSpec, engine: EngineSpec) -> None:
                          "every record's norm)")
 
 
-class TuningSpec(Frozen):
-    """How the estimator's parameters are set: fixed, a PSS rule, DP selection, or (non-private) PCV.
+#: The default tuning rule of each mean estimator, as the schema describes it (``fdpcore.privacy.tuning.DEFAULT_RULES``).
+_DEFAULT_RULES_TEXT = ", ".join(f"{estimator}: {rule}" for estimator, rule in DEFAULT_RULES.items())
 
-    ``rule``: a PSS rule of the estimator (``fdpcore.privacy.tuning.PSS_RULES_BY_ESTIMATOR``; default the
-    tightened one), ``dp_select`` (exponential mechanism, MATH.md §5.3, costs ``select_epsilon`` out of
+
+class TuningSpec(Frozen):
+    """How the estimator's parameters are set: fixed, a tuning rule, DP selection, or (non-private) PCV.
+
+    ``rule``: a rule of the estimator (``fdpcore.privacy.tuning.PSS_RULES_BY_ESTIMATOR``: its PSS rules, and
+    ``risk_prior`` for ICLP-QR and GP; default ``fdpcore.privacy.tuning.DEFAULT_RULES``: ``risk_prior`` for
+    ICLP-QR and GP, the tightened PSS rule for the others), ``dp_select`` (exponential mechanism, MATH.md §5.3, costs ``select_epsilon`` out of
     ``privacy.epsilon``) or ``pcv`` (MATH.md §5.2, **not** differentially private: only with
     ``non_private: true``). Fixed parameters (``eta``+``psi``, ``n_basis``, ``lattice_k``) replace the rule.
     """
 
-    rule: str | None = Field(None, description="PSS rule, 'dp_select' or 'pcv' (default: the estimator's tightened PSS rule)")
+    rule: str | None = Field(None, description="a rule of the estimator ('risk_prior' for iclp_qr and gp, or one of its PSS "
+                             f"rules), 'dp_select' or 'pcv'; default per estimator: {_DEFAULT_RULES_TEXT}")
     eta: PositiveFloat | None = Field(None, description="power of the kernel (fixed; iclp_qr, iclp_ar, gp)")
     psi: PositiveFloat | None = Field(None, description="regularisation weight (fixed; iclp_qr, iclp_ar, gp)")
     n_basis: int | None = Field(None, ge=1, description="FRL: number M of eigen-coefficients (fixed)")
@@ -272,7 +278,8 @@ class ReleaseConfig(Frozen):
     kernel: dict[str, Any] = Field(description="noise kernel mapping, e.g. {name: matern, nu: 1.5, rho: 0.1}")
     clipping: MeanClippingSpec = Field(description="public clipping radius tau of each (rescaled) record (MATH.md §1.7)")
     tuning: TuningSpec = Field(default_factory=lambda: TuningSpec(),
-                               description="how eta/psi (or n_basis, lattice_k) are set: a PSS rule, fixed values or dp_select")
+                               description="how eta/psi (or n_basis, lattice_k) are set: a tuning rule (default per "
+                               f"estimator: {_DEFAULT_RULES_TEXT}), fixed values or dp_select")
     privacy: PrivacySpec = Field(description="the privacy cost of this release (epsilon, delta)")
     budget: BudgetSpec = Field(description="proposed total budget of the dataset (used only when the ledger does not know it yet)")
     release: ReleaseSeriesSpec | None = Field(None, description="release series of scheduled runs (fdp serve)")

@@ -22,6 +22,30 @@ def test_schema_prints_json_schema(capsys: pytest.CaptureFixture[str]) -> None:
     assert {"dataset", "grid", "kernel", "clipping", "privacy", "budget"} <= set(mean["properties"])
 
 
+def test_schema_states_the_real_default_tuning_rule_of_each_estimator(capsys: pytest.CaptureFixture[str]) -> None:
+    """risk_prior for iclp_qr and gp, the tightened PSS rule for the others (fdpcore.privacy.tuning.DEFAULT_RULES)."""
+    from fdp.flows.config import load_config
+    from fdp.tasks.planning import mean_plan
+
+    from fdpcore.privacy.tuning import DEFAULT_RULES
+
+    assert main(["schema", "release-config"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    rule = schema["$defs"]["TuningSpec"]["properties"]["rule"]["description"]
+    tuning = schema["$defs"][schema["discriminator"]["mapping"]["mean"].rsplit("/", 1)[1]]["properties"]["tuning"]
+    assert DEFAULT_RULES["iclp_qr"] == DEFAULT_RULES["gp"] == "risk_prior"
+    for text in (rule, tuning["description"], schema["$defs"]["TuningSpec"]["description"]):
+        assert "tightened PSS rule)" not in text and "default the\ntightened one" not in text
+    for estimator, default in DEFAULT_RULES.items():
+        assert f"{estimator}: {default}" in rule and f"{estimator}: {default}" in tuning["description"]
+    # what the schema says is what a config without a rule gets
+    example = load_config(Path(__file__).resolve().parents[2] / "examples" / "electricity_mean.yaml")
+    raw = example.model_dump(mode="json")
+    raw["tuning"] = {}
+    config = type(example).model_validate(raw)
+    assert mean_plan(config, 508).tuning == DEFAULT_RULES[config.estimator] == "risk_prior"
+
+
 def test_budget_show_json_reports_total_spent_remaining(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     url = f"sqlite:///{tmp_path / 'l.sqlite'}"
     led = Ledger(url)
