@@ -440,7 +440,10 @@ def _print_release(manifest: dict[str, Any], out_dir: Path, budget: DatasetBudge
 
     accuracy = accuracy_text(manifest)
     if accuracy is not None:
-        print(f"  accuracy:  {accuracy}; as `fdp plan` stated")
+        bought = any(c.get("name") == "tau" and c.get("epsilon", 0) > 0
+                     for c in manifest.get("parameters", {}).get("public_choices") or ())
+        print(f"  accuracy:  {accuracy}; " + ("`fdp plan` stated it at tau = 1: this is that figure at the tau released"
+                                             if bought else "as `fdp plan` stated"))
     if period is not None:
         print(f"  charged:   period {period}")
     print(f"  budget:    {_budget_line(budget, period)}")

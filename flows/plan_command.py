@@ -241,6 +241,16 @@ def print_plan(report: dict[str, Any]) -> None:
         hi = next(b["candidates"][-1] for r in report["rows"] for b in r.get("bought") or () if b["a_priori"])
         print(f"  tau at epsilon {', '.join(f'{e:g}' for e in fixed)}: n * epsilon is too small to buy it, so it is the "
               f"public upper end of tau_range, {hi:g} (a priori, nothing charged for it)")
+    floors = [(r["epsilon"], r["tuning"]["safe_inverse_floor"]) for r in report["rows"]
+              if "error" not in r and r["tuning"].get("safe_inverse_floor") is not None]
+    if floors:  # FoSR: where the coefficient curves are shrunk by the safe inverse (postprocess.fosr.safe_inverse@1)
+        n = report["n"]
+        print("  coefficients: the released design moments T1 are inverted with their eigenvalues raised to at least "
+              "rho (" + ", ".join(f"{f:.3g} at epsilon {e:g}" for e, f in floors) + "); a covariate direction with "
+              "less weight than rho is shrunk towards 0, and its coefficient curve is biased and unreliable — with "
+              "one-hot covariates, any level held by fewer than rho x n units ("
+              + ", ".join(f"{f * n:.3g}" for _, f in floors) + f" of {n}) makes the smallest eigenvalue fall below "
+              "rho; more epsilon lowers rho. The E L2 error above is the noise of T2 only")
     for a in report["assumptions"][2:]:
         print(f"  assumes: {a}")
     for w in report["warnings"]:

@@ -53,7 +53,8 @@ class NoiseRecord(Frozen):
     distribution: str
     sampler: str
     whitened_scale: float = Field(gt=0)
-    expected_l2_error: float = Field(ge=0, description="sqrt(E||noise||^2) in source units x sqrt(time)")
+    expected_l2_error: float = Field(ge=0, description="sqrt(E||noise||^2): the L2 norm over the grid domain (on [0, 1] "
+                                     "the RMS over time) in source units; see the release's accuracy note")
     expected_l2_error_scaled: float = Field(ge=0, description="sqrt(E||noise||_W^2) on the rescaled curves")
     band_level: float = Field(gt=0, lt=1)
     band_half_width_max: float = Field(ge=0, description="largest pointwise band half-width (source units)")

@@ -9,7 +9,7 @@ from fdp.schemas import ChargeRequest, CurveBatch, MeanSummary, NoisePlan, Relea
 from fdp.tasks import _publish
 from fdp.tasks._settings import data_task, noise_task
 from fdp.tasks.ledger import close_release, mark_noised, period_and_budget, provenance
-from fdp.tasks.planning import end_gap, mean_plan, public_choices, release_grid
+from fdp.tasks.planning import alignment_requirement, end_gap, mean_plan, public_choices, release_grid
 
 import fdpcore
 from fdpcore.data.preprocess import align_long, clip_l2, rescale_long
@@ -48,8 +48,9 @@ def _load(config: ReleaseConfig, config_dir: str, value_offset: float | None) ->
     aligned = align_long(table.units, t, v, grid, curves=table.curves, max_gap=end_gap(config)[1])
     if aligned.n_unalignable == aligned.n_samples:
         raise fdpcore.DataError(
-            f"{path.name}: no privacy unit could be aligned onto the grid; check dataset.time_domain, "
-            "dataset.time_column and the grid"
+            f"{path.name}: no privacy unit could be aligned onto the grid ({alignment_requirement(config)}); check "
+            "dataset.time_domain against the times every unit is observed at (empty values count as not observed), "
+            "dataset.time_column, the grid and dataset.max_end_gap"
         )
     counts = {
         "n_rows": table.n_rows, "n_rows_outside_time_domain": n_outside, "n_rows_nonfinite": aligned.n_rows_dropped,

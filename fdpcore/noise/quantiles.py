@@ -351,9 +351,11 @@ def choice_epsilon(name: str, n: int, epsilon: float, share: float, n_candidates
         return half
     least = quantile_rank_margin(1.0, n_candidates) / (MAX_SHARE * n)
     raise PrivacyParameterError(
-        f"{name}: auto needs privacy.epsilon >= {least:.4g} for its DP quantile with n = {n} records and {n_candidates} "
-        f"candidates (n * epsilon >= {n * least:.1f}, of which half buys the quantile), more than {epsilon:g}; "
-        f"give {name} a priori (docs/configuration.md: choosing value_offset, value_scale and tau) or raise privacy.epsilon"
+        f"{name}: auto needs at least {least:.4g} of privacy.epsilon for its DP quantile alone with n = {n} records and "
+        f"{n_candidates} candidates (half of epsilon buys it, and it needs n * epsilon_{name} >= "
+        f"{n * least * MAX_SHARE:.1f}); epsilon is {epsilon:g}. Give {name} a public value chosen a priori "
+        "(docs/configuration.md: choosing value_offset, value_scale and tau) or raise privacy.epsilon (`fdp plan` "
+        "states the least epsilon that covers every part of the release)"
     )
 
 
@@ -406,7 +408,8 @@ def epsilon_after_choices(epsilon: float, choices: tuple[PublicChoice, ...]) -> 
     value = float(rest)
     if rest <= 0 or exact(value) != rest:
         raise PrivacyParameterError(
-            f"the public choices (epsilon {parts!r}) must leave a positive exact-decimal remainder of epsilon ({epsilon!r})"
+            f"the parts of epsilon bought for public choices ({parts!r}) leave nothing for the release itself out of "
+            f"epsilon {epsilon!r}: raise privacy.epsilon, or fix tau / value_offset a priori"
         )
     return value
 

@@ -149,7 +149,7 @@ def test_choice_epsilon_share_floor_and_refusal() -> None:
     floor = choice_epsilon("tau", 508, 1.0, 0.1, 41)
     assert 0.1 < floor <= MAX_SHARE
     assert floor * 508 >= 2 * quantile_rank_margin(1.0, 41)  # the median is reachable
-    with pytest.raises(PrivacyParameterError, match="tau: auto needs privacy.epsilon >= .* give tau a priori"):
+    with pytest.raises(PrivacyParameterError, match="tau: auto needs at least .* of privacy.epsilon .* Give tau a public value"):
         choice_epsilon("tau", 93, 0.25, 0.1, 41)
 
 

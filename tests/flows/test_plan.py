@@ -341,3 +341,17 @@ def test_covariance_on_a_private_mean_warns_in_plan_and_release_when_the_mean_no
                          centering={"kind": "private_mean", "release_id": "m1"})
     assert release(cov10, tmp_path / "cov", ledger, "c1") == 0
     assert "fdp: warning: the private mean 'm1'" in capsys.readouterr().err
+
+
+def test_fosr_plan_states_where_the_safe_inverse_shrinks_coefficients(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """The coefficient curves' main bias is public: eigenvalues of the released T1 below rho are raised to it, so a
+    one-hot level held by fewer than rho x n units is shrunk; the plan names rho and rho x n per epsilon."""
+    cfg = write_config(tmp_path, REPO / "examples" / "growth_fosr.yaml")
+    rows = plan_report(cfg, [1.0, 4.0], None)["rows"]
+    floors = [r["tuning"]["safe_inverse_floor"] for r in rows]
+    assert floors[1] < floors[0]  # more epsilon, a lower floor
+    assert main(["plan", str(cfg), "--epsilon", "1", "--epsilon", "4"]) == 0
+    text = capsys.readouterr().out
+    line = next(ln for ln in text.splitlines() if ln.strip().startswith("coefficients:"))
+    assert f"{floors[0]:.3g} at epsilon 1" in line and f"{floors[0] * 93:.3g}, {floors[1] * 93:.3g} of 93" in line
