@@ -18,6 +18,7 @@ from fdp.flows.registry import SUMMARIES
 from fdp.tasks.planning import (
     accuracy,
     alignment_requirement,
+    auto_options,
     build_plan,
     count_config_units,
     covariance_centering_check,
@@ -274,7 +275,6 @@ def check_release_plan(config: Any, config_path: str | Path) -> None:
     :class:`fdpcore.errors.PrivacyParameterError` with the least epsilon that suffices (exit 2). A config that buys
     nothing is left to the flow (its plan does not depend on ``n`` being large enough).
     """
-    clip = getattr(config, "clipping", None)
-    if getattr(clip, "tau", None) != "auto" and getattr(config.dataset, "value_offset", None) != "auto":
+    if not auto_options(config):
         return
     build_plan(config, count_config_units(config, str(Path(config_path).resolve().parent)))

@@ -37,7 +37,7 @@ from fdpcore.summaries.kde import plan_kde_release
 from fdpcore.summaries.mean import auto_public_choices, candidate_plans, plan_mean_release
 
 __all__ = [
-    "Accuracy", "BAND_LEVEL", "accuracy", "alignment_requirement", "alignment_rule", "build_plan",
+    "Accuracy", "BAND_LEVEL", "accuracy", "alignment_requirement", "alignment_rule", "auto_options", "build_plan",
     "count_config_units", "count_units_of_file", "covariance_centering_check", "covariance_plan", "curve_error_text",
     "end_gap", "erm_plan", "expected_l2_error", "fosr_plan", "fpca_plan", "kde_plan", "least_epsilon", "mean_plan",
     "mean_public_choices", "noise_band", "point_axes", "point_error_text", "point_value_units", "public_choices",
@@ -284,7 +284,7 @@ def _at_epsilon(config: Any, epsilon: float) -> Any:
     return config.model_copy(update={"privacy": config.privacy.model_copy(update={"epsilon": epsilon})})
 
 
-def _auto_options(config: Any) -> list[str]:
+def auto_options(config: Any) -> list[str]:
     """The config fields set to ``auto`` that buy a public parameter with part of epsilon."""
     found = []
     if getattr(config.dataset, "value_offset", None) == "auto":
@@ -383,7 +383,7 @@ def _refuse_too_small_epsilon(config: Any, n: int) -> Iterator[None]:
     try:
         yield
     except PrivacyParameterError as exc:
-        options = _auto_options(config)
+        options = auto_options(config)
         least = least_epsilon(config, n) if options else None
         if least is None:
             raise
@@ -658,7 +658,7 @@ def accuracy(config: Any, plan: Any, n: int, *, band: bool = True) -> Accuracy:
             relative = err[1] / (length if s == "covariance" else math.sqrt(length))
     h = noise_band(config, plan) if band else None
     note = _error_text(config)
-    risk = getattr(plan, "prior_sq_l2_risk", None) if s in ("mean", "covariance", "fosr") else None
+    risk = getattr(plan, "prior_sq_l2_risk", None)  # mean (ICLP-QR/GP), covariance, FoSR; None elsewhere
     unit = config.dataset.value_scale ** (2 if s == "covariance" else 1) if risk is not None else 1.0
     return Accuracy(
         summary=s, epsilon=float(plan.epsilon), delta=float(getattr(plan, "delta", 0.0)), n=int(n),
