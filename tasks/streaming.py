@@ -19,7 +19,7 @@ from fdp.schemas import MeanSummary, NoisePlan
 from fdp.schemas.engine import StreamBatch
 from fdp.tasks._settings import data_task, quiet_expected_tracebacks
 from fdp.tasks.mean import release_grid
-from fdp.tasks.planning import end_gap
+from fdp.tasks.planning import alignment_requirement, end_gap
 
 import fdpcore
 from fdpcore.data.accumulate import summarise_mean_sums
@@ -65,13 +65,18 @@ def ingest_partition(path: str, spec: StreamSpec) -> FilePartial:
 
 
 @data_task(name="combine-partitions")
-def combine_partitions(partials: list[FilePartial]) -> StreamBatch:
-    """Combine per-file sums exactly (after checking that the files' units are disjoint)."""
+def combine_partitions(partials: list[FilePartial], requirement: str = "") -> StreamBatch:
+    """Combine per-file sums exactly (after checking that the files' units are disjoint).
+
+    ``requirement`` is the config's public alignment requirement (:func:`fdp.tasks.planning.alignment_requirement`),
+    quoted when no unit aligns.
+    """
     sums = combine_partials(partials)
     if sums.n == 0 or sums.counts.get("n_unalignable_units", 0) == sums.n:
         raise fdpcore.DataError(
-            "dataset: no privacy unit could be aligned onto the grid; check dataset.time_domain, "
-            "dataset.time_column and the grid"
+            "dataset: no privacy unit could be aligned onto the grid" + (f" ({requirement})" if requirement else "")
+            + "; check dataset.time_domain against the times every unit is observed at (empty values count as not "
+            "observed), dataset.time_column, the grid and dataset.max_end_gap"
         )
     return StreamBatch(sums=sums, n_samples=sums.n, counts=dict(sorted(sums.counts.items())))
 
@@ -102,7 +107,7 @@ def stream_curves(config: Any, config_dir: str, *, center: Any = None, outer: bo
             partials = [fut.result() for fut in futures]
     else:
         partials = [ingest_partition(f, spec) for f in files]
-    return combine_partitions(partials)
+    return combine_partitions(partials, alignment_requirement(config))
 
 
 @data_task(name="summarise-sums")

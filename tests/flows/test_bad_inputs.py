@@ -163,6 +163,7 @@ ROWS: list[tuple[str, Builder, int, list[str]]] = [
     ("file-csv-header-only", lambda d: _csv(d, "header.csv", b"monday_index,half_hour,demand_mw\n"), 2, ["header.csv", "zero data rows"]),
     ("file-parquet-zero-rows", lambda d: _parquet(d, "zero.parquet", pq.read_table(DATA).slice(0, 0)), 2, ["zero.parquet", "zero data rows"]),
     ("file-zero-rows-after-filtering", lambda d: {"dataset.time_domain": [100.0, 200.0]}, 2, ["no privacy unit could be aligned", "dataset.time_domain"]),
+    ("file-zero-rows-after-filtering-streaming", lambda d: {"dataset.time_domain": [100.0, 200.0], "engine": {"name": "local"}}, 2, ["no privacy unit could be aligned", "readings reach from at most", "dataset.max_end_gap"]),
     ("file-all-values-nan", lambda d: _csv(d, "nan.csv", b"monday_index,half_hour,demand_mw\n" + b"".join(f"{u},{h},nan\n".encode() for u in range(3) for h in range(1, 49))), 2, ["nan.csv", "no privacy unit could be aligned"]),
     ("file-missing-column", lambda d: {"dataset.value_column": "demand"}, 2, ["missing column(s) ['demand']", "dataset.value_column"]),
     ("file-duplicate-columns", lambda d: _csv(d, "dup.csv", GOOD_CSV.replace(b"demand_mw\n", b"demand_mw,demand_mw\n", 1).replace(b"0\n", b"0,1\n")), 2, ["dup.csv", "duplicate column names ['demand_mw']"]),
