@@ -22,6 +22,17 @@ def positive_finite(name: str, value: float, *, privacy: bool = True) -> float:
     return v
 
 
+def finite(name: str, value: float) -> float:
+    """Return ``value`` as float if it is finite, else raise :class:`DomainError` naming ``name``."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise DomainError(f"{name} ({value!r}) must be a number") from None
+    if not math.isfinite(v):
+        raise DomainError(f"{name} ({value!r}) must be finite")
+    return v
+
+
 def delta_value(delta: float) -> float:
     """Validate delta in [0, 1)."""
     try:

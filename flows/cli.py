@@ -256,7 +256,8 @@ def _add_init_parser(sub: Any) -> None:
     i.add_argument("--value", default=None, help="column of the observed values (erm: of the label; kde: none)")
     i.add_argument("--summary", default="mean", help="mean (default), covariance, fpca, fosr, kde or erm")
     i.add_argument("--loss", default="logistic", choices=["logistic", "hinge", "ridge"], help="erm: the loss")
-    i.add_argument("--label-bound", type=float, default=None, help="erm ridge: PUBLIC bound on |response|")
+    i.add_argument("--label-bound", type=float, default=None, help="erm ridge: PUBLIC bound on |response - "
+                   "--value-offset| (--value-offset is then the responses' public centre, label_offset)")
     i.add_argument("--time-domain", type=float, nargs=2, required=True, action="append", metavar=("A", "B"),
                    help="PUBLIC time range the grid covers, source units, mapped onto [0, 1]. Readings every h at "
                         "t1..tN: give t1-h/2 tN+h/2 with --grid-size N, so each midpoint grid point is one reading time "
@@ -265,7 +266,7 @@ def _add_init_parser(sub: Any) -> None:
                         "(dataset.max_end_gap) of the first and last grid point; `fdp plan` states the times")
     i.add_argument("--value-offset", type=float, default=0.0,
                    help="PUBLIC typical level of the values, e.g. a published average or the middle of the plausible "
-                        "range, source units (default 0)")
+                        "range, source units (default 0); erm ridge: the responses' centre (label_offset)")
     i.add_argument("--value-scale", type=float, default=1.0,
                    help="PUBLIC bound on how far a value can plausibly lie from --value-offset, source units, so "
                         "(value - offset)/scale lies in [-1, 1] (default 1; docs/configuration.md)")

@@ -116,7 +116,8 @@ def init_config(  # noqa: PLR0913 - one argument per command-line option
     if summary in ("kde", "erm"):
         return _point_config(p, fmt, unit=unit, coordinate=times, label=value, summary=summary, domain=domains,
                              epsilon=epsilon, budget=budget, grid_size=grid_size, dataset_id=dataset_id,
-                             privacy_unit=privacy_unit, config_dir=config_dir, loss=loss, label_bound=label_bound)
+                             privacy_unit=privacy_unit, config_dir=config_dir, loss=loss, label_bound=label_bound,
+                             label_offset=value_offset)
     time, time_domain = times[0], tuple(domains[0])  # type: ignore[assignment]
     if value is None:
         raise ConfigError(f"--summary {summary} needs --value COLUMN (the observed values)")
@@ -300,14 +301,17 @@ def _point_config(  # noqa: PLR0913 - one argument per command-line option
     p: Path, fmt: str, *, unit: str, coordinate: list[str], label: str | None, summary: str,
     domain: list[tuple[float, float]],
     epsilon: float, budget: float | None, grid_size: int, dataset_id: str | None, privacy_unit: str | None,
-    config_dir: str | Path, loss: str, label_bound: float | None,
+    config_dir: str | Path, loss: str, label_bound: float | None, label_offset: float = 0.0,
 ) -> tuple[str, dict[str, Any]]:
     """The commented config of a KDE or ERM release on a point table (one or two coordinates; MATH.md §8, §9)."""
     if summary == "erm" and label is None:
         raise ConfigError("--summary erm needs --value COLUMN: the label (-1/+1 for logistic and hinge, a response for ridge)")
     if summary == "erm" and loss == "ridge" and label_bound is None:
-        raise ConfigError("--summary erm --loss ridge needs --label-bound B: a PUBLIC bound on |response| (responses "
-                          "are clipped to [-B, B])")
+        raise ConfigError("--summary erm --loss ridge needs --label-bound B: a PUBLIC bound on |response - "
+                          "--value-offset| (responses minus the offset are clipped to [-B, B])")
+    if label_offset != 0.0 and not (summary == "erm" and loss == "ridge"):
+        raise ConfigError(f"--value-offset ({label_offset:g}) applies to curves and to --summary erm --loss ridge (the "
+                          f"responses' public centre), not to --summary {summary}" + (f" --loss {loss}" if summary == "erm" else ""))
     n = count_units_of_file(p, fmt, unit, [*coordinate, *([label] if summary == "erm" and label else [])])
     budget = budget if budget is not None else 10 * epsilon
     ds_id = dataset_id or _dataset_id(p)
@@ -344,7 +348,10 @@ def _point_config(  # noqa: PLR0913 - one argument per command-line option
                   "eta: 1.5             # > 1 + 1/beta = 1.25 for Matern-3/2: grid-uniform ICLP bound (MATH.md §9)",
                   "psi: 0.01            # PUBLIC regularisation: the noise falls as 1/(psi n), the bias grows with psi; "
                   "see fdp plan",
-                  *([f"label_bound: {label_bound!r}   # PUBLIC: responses are clipped to [-B, B]"] if loss == "ridge" else [])]
+                  *([f"label_offset: {float(label_offset)!r}   # PUBLIC centre of the responses, chosen a priori: "
+                     "subtracted before clipping, added back to the released function",
+                     f"label_bound: {label_bound!r}   # PUBLIC: responses minus label_offset are clipped to [-B, B]"]
+                    if loss == "ridge" else [])]
     return _finish(lines, summary, epsilon, budget, {"n": n, "format": fmt, "dataset_id": ds_id})
 
 

@@ -39,7 +39,12 @@ class ErmReleaseConfig(Frozen):
     kernel: dict[str, Any] = Field(description="1-D kernel C, e.g. {name: matern, nu: 1.5, rho: 0.2}; product kernel in 2-D")
     eta: float = Field(1.5, ge=1.0, description="H = H_{C^eta}; eta > 1 + 1/beta keeps the ICLP bound grid-uniform")
     psi: PositiveFloat = Field(description="regularisation weight (fixed a priori)")
-    label_bound: PositiveFloat | None = Field(None, description="ridge only: responses are clipped to [-B_y, B_y]")
+    label_bound: PositiveFloat | None = Field(None, description="ridge only: responses are clipped to [-B_y, B_y] (after "
+                                                          "label_offset is subtracted)")
+    label_offset: float = Field(0.0, allow_inf_nan=False, description="ridge only: a PUBLIC centre of the responses, "
+                                "chosen a priori (e.g. a typical level in source units): subtracted from every response "
+                                "before clipping to [-B_y, B_y] and added back to the released function, so B_y bounds "
+                                "the deviation from it, not the response itself")
     tolerance: float = Field(1e-9, gt=0, le=1e-3, description="certified optimality gap of the solver (its slack is added to the sensitivity)")
     privacy: PrivacySpec = Field(description="the privacy cost of this release (epsilon, delta)")
     budget: BudgetSpec = Field(description="proposed total budget of the dataset (used only when the ledger does not know it yet)")
@@ -54,6 +59,9 @@ class ErmReleaseConfig(Frozen):
         p = self.privacy
         if (self.label_bound is None) == (self.loss == "ridge"):
             raise ValueError("label_bound is required for loss 'ridge' (M = 2 B_y (1 + kappa/sqrt(psi))) and allowed only there")
+        if self.label_offset != 0.0 and self.loss != "ridge":
+            raise ValueError(f"label_offset ({self.label_offset:g}) is a parameter of loss 'ridge' only (labels of "
+                             f"{self.loss!r} are -1/+1)")
         if self.mechanism == "iclp":
             if p.delta != 0.0:
                 raise ValueError(f"privacy.delta ({p.delta}) must be 0 for the pure-DP mechanism 'iclp'")

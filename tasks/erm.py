@@ -59,12 +59,12 @@ def publish_erm(ledger_url: str, release_id: str, config: ErmReleaseConfig, conf
     """Publish the private function (and, for classifiers, its sign as the predicted label)."""
     p: PointPlan = plan.plan
     f = np.asarray(values)
-    columns: dict[str, Any] = {"value": f}
+    columns: dict[str, Any] = {"value": f + config.label_offset}  # ridge: the public centre added back (post-processing)
     if config.loss != "ridge":
         columns["predicted_label"] = np.where(f >= 0.0, 1.0, -1.0)
     public = public_point_release(
         release_id, config, p, values, provenance(config_sha256, public=True), columns, 1.0,
-        {"value_units": point_value_units(config)},
+        {"value_units": point_value_units(config), **({"label_offset": config.label_offset} if config.loss == "ridge" else {})},
         solver_record(p),
     )
     return publish_point_release(ledger_url, release_id, config, public, out_dir, WHAT[config.loss])

@@ -43,7 +43,10 @@ def load_points(config: Any, config_dir: str) -> PointBatch:
                              outside=ds.outside_domain, binary_labels=getattr(config, "loss", "ridge") != "ridge",
                              csv_delimiter=ds.csv_delimiter, labels=getattr(ds, "labels", "sign"))
     counts = {"n_rows": table.n_rows, "n_points_clamped": table.n_clamped, "n_labels_to_sign": table.n_relabelled}
-    return PointBatch(unit_codes=table.unit_codes, points=table.points, labels=table.labels, n_samples=table.n_units,
+    labels = table.labels
+    if labels is not None and getattr(config, "label_offset", 0.0) != 0.0:  # ridge: the public centre (record-wise)
+        labels = labels - float(config.label_offset)
+    return PointBatch(unit_codes=table.unit_codes, points=table.points, labels=labels, n_samples=table.n_units,
                       counts=counts)
 
 

@@ -622,12 +622,17 @@ def release_erm(
     eta: float = 1.5,
     mechanism: str = "iclp",
     label_bound: float | None = None,
+    label_offset: float = 0.0,
     delta: float = 0.0,
     draws: int = 1,
     secure: bool = True,
     rng: np.random.Generator | None = None,
 ) -> tuple[NDArrayFloat, PointPlan]:
     """Release a private RKHS-regularised ERM function on the grid (the Python facade): ``(draws x K, plan)``.
+
+    ``label_offset`` (ridge only) is a public centre chosen a priori: it is subtracted from every response
+    before the clipping to ``[-label_bound, label_bound]`` and added to the released function (record-wise
+    pre-processing and post-processing with a public constant, so the guarantee is the plan's).
 
     >>> from fdpcore.basis.grids import midpoint_grid
     >>> rng = np.random.default_rng(0)
@@ -640,6 +645,10 @@ def release_erm(
     x = np.asarray(points, dtype=np.float64)
     codes = np.arange(x.shape[0]) if unit_codes is None else unit_codes
     n, _ = unit_point_weights(codes)
+    c = _validate.finite("label_offset", label_offset)
+    if c != 0.0 and loss != "ridge":
+        raise DomainError(f"label_offset is a parameter of loss 'ridge' only, not {loss!r}")
     plan = plan_erm_release(axes, kernel, n=n, epsilon=epsilon, loss=loss, psi=psi, eta=eta, mechanism=mechanism,
                             label_bound=label_bound, delta=delta, secure=secure)
-    return draw_point_release(plan, summarise_erm(x, labels, codes, plan), draws=draws, rng=rng), plan
+    y = np.asarray(labels, dtype=np.float64) - c
+    return draw_point_release(plan, summarise_erm(x, y, codes, plan), draws=draws, rng=rng) + c, plan

@@ -152,3 +152,21 @@ def test_bad_inputs() -> None:
         plan_erm_release(G, KERNEL, n=3, epsilon=1.0, loss="huber", psi=0.1, secure=False)
     with pytest.raises(DomainError, match="unit box"):
         summarise_erm(np.array([[0.1], [1.5], [0.9]]), np.ones(3), np.arange(3), plan)
+
+
+def test_release_erm_label_offset_is_a_public_shift_of_the_ridge_release() -> None:
+    """Ridge on y + c with label_offset c is the release on y, shifted by c (same NumPy noise draws)."""
+    from fdpcore.summaries.erm import release_erm
+
+    rng = np.random.default_rng(3)
+    x = rng.uniform(size=(200, 1))
+    y = np.sin(6 * x[:, 0])
+    kw = dict(axes=midpoint_grid(20), kernel={"name": "matern", "nu": 1.5, "rho": 0.2}, epsilon=1.0, loss="ridge",
+              psi=0.2, label_bound=1.5, secure=False)
+    base, _ = release_erm(x, y, rng=np.random.default_rng(7), **kw)  # type: ignore[arg-type]
+    shifted, _ = release_erm(x, y + 250.0, label_offset=250.0, rng=np.random.default_rng(7), **kw)  # type: ignore[arg-type]
+    np.testing.assert_allclose(shifted, base + 250.0, rtol=0, atol=1e-9)
+    unshifted, _ = release_erm(x, y + 250.0, rng=np.random.default_rng(7), **kw)  # type: ignore[arg-type]
+    assert np.abs(unshifted - base - 250.0).max() > 100  # without the offset the responses are clipped to 1.5
+    with pytest.raises(DomainError, match="label_offset"):
+        release_erm(x, np.sign(y), label_offset=1.0, **{**kw, "loss": "logistic", "label_bound": None})  # type: ignore[arg-type]

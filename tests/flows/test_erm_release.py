@@ -71,3 +71,23 @@ def test_labels_not_pm1_for_svm_exit_2_naming_the_row_when_strict(tmp_path: Path
     assert "label01" in err and "row" in err and "-1 or +1" in err
     assert Ledger(ledger).get("bad") is None
     assert release(_config(tmp_path, "erm_ridge.yaml", label_bound=None), tmp_path / "o", ledger, "nb") == 2
+
+
+def test_ridge_label_offset_centres_the_responses_and_is_added_back(tmp_path: Path) -> None:
+    """Responses near 300 with label_bound 1.5: label_offset 300 (public) subtracts the centre before the clipping and
+    adds it to the released function; without it every response would be clipped to 1.5. Logistic refuses it."""
+    frame = pd.read_parquet(REPO / "examples" / "data" / "erm_points.parquet")
+    frame["response"] = frame["response"] + 300.0
+    data = tmp_path / "shifted.parquet"
+    frame.to_parquet(data)
+    ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
+    cfg = _config(tmp_path, "erm_ridge.yaml", grid__size=40, dataset__path=str(data), label_offset=300.0)
+    assert release(cfg, tmp_path / "o", ledger, "offset") == 0
+    m = json.loads((tmp_path / "o" / "manifest.json").read_text())
+    assert m["parameters"]["label_offset"] == 300.0
+    values = pq.read_table(tmp_path / "o" / "release.parquet").to_pandas()
+    band = m["noise"]["band_half_width_max"]
+    assert (values["value"] - 300.0).abs().max() < 1.5 + 3 * band  # centred on 300, not clipped at 1.5
+    assert ((values["band_upper"] - values["value"]) > 0).all()
+    bad = _config(tmp_path, "erm_logistic.yaml", grid__size=10, label_offset=1.0)
+    assert release(bad, tmp_path / "x", ledger, "bad-offset") == 2

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 from fdp.flows.cli import main
 from fdp.flows.config import load_config
 from fdp.flows.init_command import init_config, parse_levels
@@ -72,6 +73,11 @@ def test_init_names_a_missing_column_and_refuses_to_overwrite(tmp_path: Path, ca
     assert "--value COLUMN: the label" in capsys.readouterr().err
     assert main([*erm, "--value", "response", "--loss", "ridge", "--out", str(tmp_path / "e.yaml")]) == 2
     assert "--label-bound B" in capsys.readouterr().err
+    assert main([*erm, "--value", "response", "--loss", "ridge", "--label-bound", "2", "--value-offset", "0.5",
+                 "--out", str(tmp_path / "e.yaml")]) == 0  # ridge: --value-offset is the responses' public centre
+    assert yaml.safe_load((tmp_path / "e.yaml").read_text())["label_offset"] == 0.5
+    assert main([*erm, "--value", "response", "--value-offset", "0.5", "--out", str(tmp_path / "f.yaml")]) == 2
+    assert "--value-offset (0.5) applies to curves and to --summary erm --loss ridge" in capsys.readouterr().err
 
 
 def test_readme_new_data_walkthrough_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
