@@ -148,7 +148,10 @@ def init_config(  # noqa: PLR0913 - one argument per command-line option
         "  domain: [0.0, 1.0]",
     ]
     if summary != "fpca":
-        lines.append("kernel: {name: matern, nu: 1.5, rho: 0.1}   # PUBLIC: smoothness of the privacy noise")
+        rho = max(0.1, float(f"{2.0 / grid_size:.2g}"))  # at least two grid steps: noise rougher than the grid is zig-zag
+        lines.append(f"kernel: {{name: matern, nu: 1.5, rho: {rho!r}}}   # PUBLIC: smoothness of the privacy noise and of "
+                     "the fit (its length scale on [0, 1]: 0.1, or two grid steps on a coarse grid; longer for smoother "
+                     "curves)")
     if summary == "mean":
         lines.append("estimator: iclp_qr")
     if summary == "covariance":
@@ -217,7 +220,9 @@ def _covariate_bound(covariates: list[str], levels: dict[str, list[str]], covari
     if numeric:
         raise ConfigError(f"--summary fosr needs --covariate-bound B (PUBLIC): numeric covariate(s) {numeric} have no "
                           "a-priori bound (it is the Euclidean bound of a unit's covariate vector; a one-hot covariate "
-                          "adds at most 1 to its square: docs/summaries/fosr.md)")
+                          "adds at most 1 to its square: docs/summaries/fosr.md); if one of them is a category coded by "
+                          "numbers (e.g. diet 1-4), give its public levels instead, --levels COL=L1,L2,... (first = "
+                          "reference), or it is fitted as one linear numeric effect")
     return math.sqrt(len(covariates))
 
 

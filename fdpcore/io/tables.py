@@ -114,9 +114,15 @@ def _check_columns(names: list[str], wanted: list[str], fname: str, hint: str = 
     if missing:
         if not hint and names and all(_is_number(n) for n in names):
             hint = " (its first row holds only numbers: does the file have a header row?)"
+        folded = {n.casefold() for n in names}
+        cased = [c for c in missing if c.casefold() in folded]  # names the config gave: nothing of the file is quoted
+        if cased:
+            hint += f" ({cased} differ only in upper/lower case from a column of the file: column names are case-sensitive)"
         raise DataError(
             f"{fname}: missing column(s) {missing}; the file's header has {len(names)} column(s), none named so"
-            f"{hint}. Check dataset.unit_column, dataset.time_column, dataset.value_column and dataset.curve_column"
+            f"{hint}. Check dataset.unit_column, dataset.time_column, dataset.value_column, dataset.curve_column, "
+            "covariates[].name (fosr) and coordinate_columns/label_column (kde, erm), or the fdp init options that "
+            "write them (--unit, --time, --value, --covariate)"
         )
 
 

@@ -262,6 +262,7 @@ def test_many_units_align_in_one_vectorised_pass() -> None:
         (b"unit;t;v\n1;0;1\n", "csv", "one column only"),
         (b"unit,t,v,v\n1,0,1,2\n", "csv", r"duplicate column names \['v'\]"),
         (b"unit,t\n1,0\n", "csv", r"missing column\(s\) \['v'\]"),
+        (b"unit,t,V\n1,0,1\n", "csv", r"\['v'\] differ only in upper/lower case from a column of the file"),
         (b"unit,t,v\n1,0,1\n1,1,secret-77\n", "csv", "column 'v' has a non-numeric entry at row 2"),
         (b"unit,t,v\n1,0,1\n1,0,1,99999\n", "csv", r"row 3 \(the header is row 1\) has 4 fields but the header has 3"),
         (b"unit,t,v\n,0,1\n", "csv", "column 'unit' has a missing privacy-unit id at row 1"),

@@ -233,7 +233,8 @@ def test_init_writes_one_hot_covariates_from_public_levels_that_plan_and_release
     assert load_config(tmp_path / "two.yaml").covariate_bound == pytest.approx(2**0.5)
     mixed = [*two, "--covariate", "rain_mm"]
     assert main(["init", str(data), *WEATHER, *mixed, "--out", str(tmp_path / "m.yaml")]) == 2
-    assert "numeric covariate(s) ['rain_mm'] have no a-priori bound" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "numeric covariate(s) ['rain_mm'] have no a-priori bound" in err and "--levels COL=L1,L2" in err
     assert main(["init", str(data), *WEATHER, *mixed, "--covariate-bound", "6", "--out", str(tmp_path / "m.yaml")]) == 0
     m = (tmp_path / "m.yaml").read_text()
     assert "  - name: rain_mm\nintercept: true\ncovariate_bound: 6.0   # PUBLIC: Euclidean bound" in m
@@ -336,3 +337,12 @@ def test_docs_a_new_user_reads_after_init_match_the_code() -> None:
     assert "Σ̂ + (X̄ − c) ⊗ (X̄ − c)" in cov
     fpca = " ".join((REPO / "docs" / "summaries" / "fpca.md").read_text().split())
     assert "`fdp init --summary fpca` writes none" in fpca and "centred on the constant `value_offset`" in fpca
+
+
+def test_init_kernel_length_scale_is_at_least_two_grid_steps(tmp_path: Path) -> None:
+    """A 9-point grid gets rho 0.22 (two steps of [0, 1]), the default 50-point grid 0.1: noise no rougher than the grid."""
+    rhos = {}
+    for size in (9, 24, 50):
+        assert _init(DATA, tmp_path / f"g{size}.yaml", "--grid-size", str(size)) == 0
+        rhos[size] = load_config(tmp_path / f"g{size}.yaml").kernel["rho"]
+    assert rhos == {9: 0.22, 24: 0.1, 50: 0.1}
