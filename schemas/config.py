@@ -139,7 +139,7 @@ class AutoClippingSpec(ClippingSpec):
         "automatically up to 0.5 when n is too small for a reliable DP quantile, else refused)",
     )
     tau_range: tuple[PositiveFloat, PositiveFloat] | None = Field(
-        None, description="tau 'auto' only: public search range [lo, hi] of tau on the rescaled curves (10 geometric "
+        None, description="tau 'auto' only: public search range [lo, hi] of tau on the rescaled curves (20 geometric "
         "candidates per decade; default [0.01, 1] x sqrt(grid domain length): at most the a-priori bound of values "
         "rescaled into [-1, 1])",
     )

@@ -6,8 +6,9 @@ on it*. This module spends it: each parameter is a private output of OpenDP's DP
 exponential noise of scale ``2 Delta / epsilon``, i.e. permute-and-flip [MS20]), charged
 as its own named budget split before any draw, and then published.
 
-* ``tau: auto`` (formula ``tuning.tau.dp_norm_quantile@1``): the ``alpha``-quantile of the records'
-  L2 norms ``||X_i||_W`` (after alignment and the public rescaling, one record per privacy unit) over a
+* ``tau: auto`` (formula ``tuning.tau.dp_norm_quantile@2``): the ``alpha``-quantile of the records'
+  L2 norms ``||X_i||_W`` (after alignment and the public rescaling, one record per privacy unit), each
+  multiplied by an independent log-uniform dither of two candidate steps (:func:`dither_norms`), over a
   public geometric grid of candidates. The level ``alpha`` is fixed from public inputs only
   (:func:`tau_quantile_level`).
 * ``value_offset: auto`` (formula ``preprocess.centre.dp_median@1``): the median of the records'
@@ -41,6 +42,8 @@ __all__ = [
     "DEFAULT_CENTRE_SHARE",
     "DEFAULT_TAU_RANGE",
     "DEFAULT_TAU_SHARE",
+    "TAU_DITHER_STEPS",
+    "TAU_FORMULA",
     "TAU_PER_DECADE",
     "PublicChoice",
     "centre_candidates",
@@ -49,6 +52,7 @@ __all__ = [
     "default_tau_range",
     "dp_quantile",
     "epsilon_after_choices",
+    "dither_norms",
     "draw_public_choice",
     "choice_epsilon",
     "choice_formulas",
@@ -77,8 +81,10 @@ DEFAULT_CENTRE_SHARE = 0.05
 #: never above it — ``tau: auto`` can only tighten the a-priori radius, so a draw that lands on the flat
 #: part of the score above every record costs at most the a-priori noise.
 DEFAULT_TAU_RANGE = (0.01, 1.0)
-#: Candidates per decade of the ``tau`` grid (consecutive candidates differ by 10^(1/10) = 1.26).
-TAU_PER_DECADE = 10
+#: Candidates per decade of the ``tau`` grid (consecutive candidates differ by 10^(1/20) = 1.122).
+TAU_PER_DECADE = 20
+#: Half-width of the log-uniform dither of the norms, in candidate steps (:func:`dither_norms`): 10^(+-2/20) = x/ 1.26.
+TAU_DITHER_STEPS = 2
 #: Largest share of ``privacy.epsilon`` a public choice may take when ``n`` is too small for its default share.
 MAX_SHARE = 0.5
 #: Number of evenly spaced centre candidates over ``value_offset_range``.
@@ -96,7 +102,7 @@ class PublicChoice:
     Attributes:
         name: ``"tau"`` or ``"value_offset"`` (the budget split's name).
         epsilon: the split's epsilon (pure DP, delta 0).
-        formula_id: ``tuning.tau.dp_norm_quantile@1`` or ``preprocess.centre.dp_median@1``.
+        formula_id: ``tuning.tau.dp_norm_quantile@2`` or ``preprocess.centre.dp_median@1``.
         alpha: the quantile level (public).
         candidates: the public candidate grid.
         value: the released value (``None`` until drawn); a private output, so it may be published.
@@ -124,7 +130,9 @@ class PublicChoice:
             "name": self.name, "value": self.value, "epsilon": self.epsilon, "delta": 0.0, "formula": self.formula_id,
             "quantile_level": self.alpha, "candidates": {"first": self.candidates[0], "last": self.candidates[-1],
                                                          "count": len(self.candidates)},
-            "mechanism": "opendp.measurements.make_private_quantile (exponential mechanism, known n)",
+            "mechanism": "opendp.measurements.make_private_quantile (exponential mechanism, known n)"
+                         + (f" of the norms, each times an independent log-uniform dither of +-{TAU_DITHER_STEPS} candidate "
+                            "steps (never stored)" if self.formula_id == TAU_FORMULA else ""),
         }
 
 
@@ -145,6 +153,32 @@ def tau_candidates(lo: float, hi: float, per_decade: int = TAU_PER_DECADE) -> tu
     grid = lo * 10.0 ** (np.arange(steps + 1) / per_decade)
     grid[-1] = hi
     return tuple(float(x) for x in grid)
+
+
+#: Formula of ``tau: auto``'s draw: the DP quantile of the dithered norms.
+TAU_FORMULA = "tuning.tau.dp_norm_quantile@2"
+
+
+def dither_norms(norms: ArrayLike, candidates: tuple[float, ...], rng: np.random.Generator | None = None) -> NDArrayFloat:
+    """Each norm times ``r^U``, ``U ~ Uniform(-TAU_DITHER_STEPS, TAU_DITHER_STEPS)`` i.i.d., ``r`` the grid's ratio (``tuning.tau.dp_norm_quantile@2``).
+
+    Record-wise and independent of the other records, so the DP quantile of the dithered vector is exactly as
+    private as that of the norms. It bounds how many records can fall between two adjacent candidates: the
+    dithered log-norms have a density of at most ``1 / (2 TAU_DITHER_STEPS log r)``, so at most a quarter of the
+    records are expected between consecutive candidates whatever the data — norms bunched inside one gap of the
+    grid (which left the rank score flat over every candidate below them) are spread over four. ``rng``: tests
+    only; by default a fresh generator from OS entropy, never seeded or stored.
+
+    >>> d = dither_norms([0.5] * 1000, (0.1, 0.1 * 10 ** 0.05, 1.0))
+    >>> bool(d.min() >= 0.5 * 10 ** -0.1 and d.max() <= 0.5 * 10 ** 0.1)
+    True
+    """
+    x = np.asarray(norms, dtype=np.float64)
+    if len(candidates) < 2 or not candidates[0] > 0:
+        raise DomainError("candidates must be a positive geometric grid of at least 2 values")
+    half = TAU_DITHER_STEPS * math.log(candidates[1] / candidates[0])
+    gen = rng if rng is not None else np.random.default_rng()
+    return np.asarray(x * np.exp(gen.uniform(-half, half, x.shape)), dtype=np.float64)
 
 
 def centre_candidates(lo: float, hi: float, count: int = CENTRE_CANDIDATES) -> tuple[float, ...]:
@@ -368,14 +402,14 @@ def tau_choice(n: int, epsilon_tau: float, unit_noise_rmse: float, tau_range: tu
 
     >>> c = tau_choice(508, 0.1, 0.05, (0.01, 1.0))
     >>> c.name, len(c.candidates), round(c.alpha, 3)
-    ('tau', 21, 0.524)
+    ('tau', 41, 0.5)
     """
     cands = tau_candidates(*tau_range)
     if alpha is None:
         alpha = tau_quantile_level(n, epsilon_tau, len(cands), unit_noise_rmse)
     elif not 0.0 < alpha < 1.0:
         raise DomainError(f"alpha ({alpha!r}) must be in (0, 1)")
-    return PublicChoice("tau", epsilon_tau, "tuning.tau.dp_norm_quantile@1", alpha, cands)
+    return PublicChoice("tau", epsilon_tau, TAU_FORMULA, alpha, cands)
 
 
 def a_priori_tau_choice(tau_range: tuple[float, float]) -> PublicChoice:
@@ -399,7 +433,7 @@ def epsilon_after_choices(epsilon: float, choices: tuple[PublicChoice, ...]) -> 
 
     What is left for the release mechanism itself; the splits and it sum exactly to ``epsilon``.
 
-    >>> epsilon_after_choices(1.0, (PublicChoice("tau", 0.1, "tuning.tau.dp_norm_quantile@1", 0.5, (0.1, 1.0)),))
+    >>> epsilon_after_choices(1.0, (PublicChoice("tau", 0.1, "tuning.tau.dp_norm_quantile@2", 0.5, (0.1, 1.0)),))
     0.9
     """
     epsilon = _validate.positive_finite("epsilon", epsilon)
@@ -417,7 +451,7 @@ def epsilon_after_choices(epsilon: float, choices: tuple[PublicChoice, ...]) -> 
 def choice_splits(choices: tuple[PublicChoice, ...]) -> list[dict[str, float | str]]:
     """The named budget splits of the public choices (pure DP: delta 0), in order; the release's own parts follow.
 
-    >>> choice_splits((PublicChoice("tau", 0.1, "tuning.tau.dp_norm_quantile@1", 0.5, (0.1, 1.0)),))
+    >>> choice_splits((PublicChoice("tau", 0.1, "tuning.tau.dp_norm_quantile@2", 0.5, (0.1, 1.0)),))
     [{'name': 'tau', 'epsilon': 0.1, 'delta': 0.0}]
     """
     return [{"name": c.name, "epsilon": c.epsilon, "delta": 0.0} for c in choices if not c.a_priori]
@@ -449,8 +483,8 @@ class PaysChoicesFirst:
 def choice_formulas(choices: tuple[PublicChoice, ...]) -> set[str]:
     """Formula ids of the ``tau: auto`` choice of a covariance, FoSR or FPCA plan, and of its composition.
 
-    >>> sorted(choice_formulas((PublicChoice("tau", 0.1, "tuning.tau.dp_norm_quantile@1", 0.5, (0.1, 1.0)),)))
-    ['accounting.pure.sequential@1', 'tuning.tau.dp_norm_quantile@1', 'tuning.tau.quantile_level@2', 'tuning.tau.summary_level@1']
+    >>> sorted(choice_formulas((PublicChoice("tau", 0.1, "tuning.tau.dp_norm_quantile@2", 0.5, (0.1, 1.0)),)))
+    ['accounting.pure.sequential@1', 'tuning.tau.dp_norm_quantile@2', 'tuning.tau.quantile_level@2', 'tuning.tau.summary_level@1']
     >>> choice_formulas(())
     set()
     """
@@ -486,6 +520,8 @@ def draw_public_choice(choice: PublicChoice, values: ArrayLike) -> PublicChoice:
         raise DomainError(f"the public choice {choice.name!r} was already drawn")
     if choice.a_priori:  # nothing bought: the public value, no data read
         return replace(choice, value=choice.candidates[-1])
+    if choice.formula_id == TAU_FORMULA:
+        values = dither_norms(values, choice.candidates)
     value = dp_quantile(values, choice.candidates, alpha=choice.alpha, epsilon=choice.epsilon)
     return PublicChoice(choice.name, choice.epsilon, choice.formula_id, choice.alpha, choice.candidates, value)
 
@@ -510,12 +546,12 @@ def summary_tau_choice(summary: str, n: int, epsilon: float, *, tau_share: float
 
     >>> c = summary_tau_choice("fpca", 93, 2.0, tau_share=0.1, tau_range=(0.01, 1.0))
     >>> c.epsilon, c.alpha, len(c.candidates)
-    (0.5196, 0.5, 21)
+    (0.5772, 0.5, 41)
     >>> summary_tau_choice("fpca", 93, 0.1, tau_share=0.1, tau_range=(0.01, 1.0)).a_priori
     True
     >>> c = summary_tau_choice("covariance", 1000, 1.0, tau_share=0.1, tau_range=(0.01, 1.0),
     ...                        unit_noise=lambda choices: (0.01, None))
-    >>> c.alpha == tau_quantile_level(1000, 0.1, 21, 0.01)
+    >>> c.alpha == tau_quantile_level(1000, 0.1, 41, 0.01)
     True
     """
     count = len(tau_candidates(*tau_range))

@@ -604,7 +604,7 @@ def release_fpca(
     >>> r = release_fpca(x, b, n_components=1, epsilon=1.0, tau=1.0, rng=np.random.default_rng(2))
     >>> r.components.shape, round(float(g.norm(r.components.T)[0]), 12)
     ((30, 1), 1.0)
-    >>> a = release_fpca(x, b, n_components=1, epsilon=1.0, tau="auto", rng=np.random.default_rng(2))
+    >>> a = release_fpca(x, b, n_components=1, epsilon=2.0, tau="auto", rng=np.random.default_rng(2))
     >>> [s["name"] for s in a.plan.budget_splits], a.plan.tau == a.plan.public_choices[0].value
     (['tau', 'fpca'], True)
     """

@@ -687,7 +687,7 @@ def auto_public_choices(
         >>> ch = auto_public_choices(midpoint_grid(48), {"name": "matern", "nu": 1.5, "rho": 0.1}, n=508,
         ...                          epsilon=1.0, tau_auto=True, centre_range=(0.0, 4000.0))
         >>> [(c.name, c.epsilon) for c in ch]
-        [('value_offset', 0.1307), ('tau', 0.1)]
+        [('value_offset', 0.1307), ('tau', 0.1057)]
     """
     choices: list[PublicChoice] = []
     if centre_range is not None:

@@ -116,9 +116,9 @@ def test_dp_quantile_rejects_bad_inputs() -> None:
 
 def test_candidate_grids() -> None:
     c = tau_candidates(0.01, 100.0)
-    assert len(c) == 41 and c[0] == 0.01 and c[-1] == 100.0
-    assert tau_candidates(*DEFAULT_TAU_RANGE) == c[:21]
-    assert np.allclose(np.diff(np.log10(c)), 0.1)
+    assert len(c) == 81 and c[0] == 0.01 and c[-1] == 100.0
+    assert tau_candidates(*DEFAULT_TAU_RANGE) == c[:41]
+    assert np.allclose(np.diff(np.log10(c)), 0.05)
     assert centre_candidates(-1.0, 1.0, 5) == (-1.0, -0.5, 0.0, 0.5, 1.0)
     with pytest.raises(DomainError, match="tau_range"):
         tau_candidates(2.0, 1.0)
@@ -181,6 +181,24 @@ def test_drawn_tau_lands_inside_the_data_at_the_reliability_floor(epsilon: float
     assert np.mean(inside) >= 0.95
 
 
+@pytest.mark.parametrize("n", [20, 50, 150])
+def test_bunched_norms_are_spread_by_the_dither_so_tau_lands_near_them(n: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """tuning.tau.dp_norm_quantile@2, statistical (fixed data): every norm in one gap of the grid (the new user's
+    ChickWeight and nottem norms) leaves the rank score flat over all 41 candidates, so without the dither tau is
+    about uniform on them (most draws far below the data: a catastrophic clipping bias); with it, at the floor
+    epsilon, tau lands within the dither's reach of the norms in at least 95 % of draws."""
+    cands = tau_candidates(*DEFAULT_TAU_RANGE)
+    gap = math.sqrt(cands[30] * cands[31])  # the middle of one gap, in log scale
+    norms = np.full(n, gap)
+    floor = 2 * quantile_rank_margin(1.0, len(cands)) / n  # choice_epsilon's reliability floor F
+    choice = tau_choice(n, float(f"{floor:.4g}"), 0.01, DEFAULT_TAU_RANGE, alpha=0.5)
+    near = (cands[28], cands[33])  # within two steps of the gap's ends: the dither's reach
+    assert np.mean([near[0] <= draw_public_choice(choice, norms).value <= near[1] for _ in range(200)]) >= 0.95
+    monkeypatch.setattr("fdpcore.noise.quantiles.dither_norms", lambda values, candidates: np.asarray(values))
+    far = np.mean([draw_public_choice(choice, norms).value < gap / 2 for _ in range(200)])
+    assert far > 0.5  # the failure the dither removes: without it most draws clip every record to below half its norm
+
+
 def test_public_choice_is_drawn_once_and_recorded() -> None:
     choice = centre_choice(5.0, (0.0, 10.0))
     drawn = draw_public_choice(choice, [4.0] * 100)
@@ -215,7 +233,7 @@ def test_summary_levels_from_public_inputs() -> None:
 
 
 def _choice(eps: float, value: float | None = None) -> PublicChoice:
-    return PublicChoice("tau", eps, "tuning.tau.dp_norm_quantile@1", 0.5, tau_candidates(0.01, 1.0), value)
+    return PublicChoice("tau", eps, "tuning.tau.dp_norm_quantile@2", 0.5, tau_candidates(0.01, 1.0), value)
 
 
 def test_summary_plans_pay_the_tau_split_first_and_their_cost_does_not_depend_on_tau() -> None:
@@ -241,7 +259,7 @@ def test_summary_plans_pay_the_tau_split_first_and_their_cost_does_not_depend_on
         assert priced.budget_splits[0] == {"name": "tau", "epsilon": 0.1, "delta": 0.0}, name
         assert math.fsum(float(s["epsilon"]) for s in priced.budget_splits) == 1.0, name
         assert priced.epsilon_mechanism == 0.9 and {"tuning.tau.summary_level@1",
-                                                    "tuning.tau.dp_norm_quantile@1"} <= set(priced.formulas), name
+                                                    "tuning.tau.dp_norm_quantile@2"} <= set(priced.formulas), name
         alone = plan(1.0, ())
         assert alone.epsilon_mechanism == 1.0 and "tuning.tau.summary_level@1" not in alone.formulas, name
     cov = plans["covariance"](1.0, (_choice(0.1),))

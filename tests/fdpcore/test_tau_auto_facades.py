@@ -37,16 +37,28 @@ CANDIDATES = tau_candidates(0.01, 1.0)  # the default range on the domain [0, 1]
 
 
 class QuantileSpy:
-    """Wraps ``dp_quantile``: records the values, candidates, level and epsilon of every draw, then draws."""
+    """Wraps ``dp_quantile``: records the values it reads, candidates, level and epsilon of every draw, then draws.
+
+    ``values`` are the records' values before :func:`fdpcore.noise.quantiles.dither_norms` (``tau``'s draw dithers
+    them first: ``dithered`` is then True and the quantile read exactly the dither's output)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.calls: list[dict[str, Any]] = []
         self.norm_calls = 0
-        draw, norms = quantiles.dp_quantile, quantiles.record_norms
+        draw, norms, dither = quantiles.dp_quantile, quantiles.record_norms, quantiles.dither_norms
+        last: list[tuple[np.ndarray, np.ndarray]] = []
+
+        def dither_spy(values: Any, candidates: tuple[float, ...]) -> Any:
+            out = dither(values, candidates)
+            last[:] = [(np.array(values, dtype=float), out)]
+            return out
 
         def spy(values: Any, candidates: tuple[float, ...], *, alpha: float, epsilon: float) -> float:
-            self.calls.append({"values": np.array(values, dtype=float), "candidates": tuple(candidates),
-                               "alpha": alpha, "epsilon": epsilon})
+            read = np.array(values, dtype=float)
+            dithered = bool(last) and np.array_equal(read, last[0][1])
+            self.calls.append({"values": last[0][0] if dithered else read, "dithered": dithered,
+                               "candidates": tuple(candidates), "alpha": alpha, "epsilon": epsilon})
+            last.clear()
             return draw(values, candidates, alpha=alpha, epsilon=epsilon)
 
         def norm_spy(curves: Any, weights: Any) -> Any:
@@ -54,6 +66,7 @@ class QuantileSpy:
             return norms(curves, weights)
 
         monkeypatch.setattr(quantiles, "dp_quantile", spy)
+        monkeypatch.setattr(quantiles, "dither_norms", dither_spy)
         monkeypatch.setattr(quantiles, "record_norms", norm_spy)
 
 
@@ -107,17 +120,18 @@ def test_tau_auto_is_one_quantile_of_the_clipped_records_paid_first_and_exactly(
     assert len(spy.calls) == 1
     drawn = spy.calls[0]
     np.testing.assert_array_equal(drawn["values"], record_norms(records(x), GRID.weights))
+    assert drawn["dithered"]  # tuning.tau.dp_norm_quantile@2: the quantile reads the dithered norms
     (choice,) = plan.public_choices
-    assert choice.name == "tau" and choice.formula_id == "tuning.tau.dp_norm_quantile@1" and not choice.a_priori
+    assert choice.name == "tau" and choice.formula_id == "tuning.tau.dp_norm_quantile@2" and not choice.a_priori
     assert choice.value == _radius(plan) and choice.value in CANDIDATES and choice.candidates == CANDIDATES
     assert drawn["candidates"] == CANDIDATES and drawn["alpha"] == choice.alpha and drawn["epsilon"] == choice.epsilon
-    # the split: share * epsilon raised to the quantile's reliability floor at n = 500 (0.07 -> 0.09665)
-    assert choice.epsilon == choice_epsilon("tau", n, epsilon, DEFAULT_TAU_SHARE, len(CANDIDATES)) == 0.09665
+    # the split: share * epsilon raised to the quantile's reliability floor at n = 500 (0.07 -> 0.1074)
+    assert choice.epsilon == choice_epsilon("tau", n, epsilon, DEFAULT_TAU_SHARE, len(CANDIDATES)) == 0.1074
     assert exact(choice.epsilon) + exact(plan.epsilon_mechanism) == exact(epsilon) and plan.epsilon == epsilon
     splits = plan.budget_splits
     assert splits[0] == {"name": "tau", "epsilon": choice.epsilon, "delta": 0.0}
     assert sum((exact(float(s["epsilon"])) for s in splits), exact(0.0)) == exact(epsilon)
-    assert {"tuning.tau.dp_norm_quantile@1", "tuning.tau.summary_level@1", "tuning.tau.quantile_level@2"} <= set(
+    assert {"tuning.tau.dp_norm_quantile@2", "tuning.tau.summary_level@1", "tuning.tau.quantile_level@2"} <= set(
         plan.formulas)
     if case == "fosr":  # gamma splits what tau leaves
         assert exact(plan.epsilon1) + exact(plan.epsilon2) == exact(plan.epsilon_mechanism)

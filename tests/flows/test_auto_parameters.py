@@ -47,7 +47,7 @@ def test_auto_tau_and_offset_charge_once_before_the_draws_and_agree(make_config,
         assert choices[name]["epsilon"] == next(s["epsilon"] for s in splits if s["name"] == name)
         assert f"buys {name} = " in manifest["privacy"]["guarantee"]
     assert manifest["parameters"]["tuning"]["rule"] == "risk_prior"
-    assert {"tuning.tau.dp_norm_quantile@1", "preprocess.centre.dp_median@1",
+    assert {"tuning.tau.dp_norm_quantile@2", "preprocess.centre.dp_median@1",
             "tuning.tau.quantile_level@2"} <= set(manifest["formulas"])
 
     led = Ledger(ledger)
@@ -126,16 +126,16 @@ def test_too_small_epsilon_for_the_bought_choices_states_the_least_epsilon_the_p
         return config.model_copy(update={"privacy": config.privacy.model_copy(update={"epsilon": eps})})
 
     least = least_epsilon(config, 44)
-    assert least == 2.2  # value_offset takes half of epsilon, tau its floor 1.099: the mean is left 0.001 at 2.2
+    assert least == 2.45  # value_offset takes half of epsilon, tau its floor 1.22: the mean is left 0.005 at 2.45
     plan = build_plan(at(least), 44)
     assert [s["name"] for s in plan.budget_splits] == ["value_offset", "tau", "mean"]
     assert plan.budget_splits[-1]["epsilon"] > 0
-    for below in (1.0, 1.52, 2.0, 2.19):  # the old message said 1.509; 1.52 and 2 were then refused in other words
-        with pytest.raises(PrivacyParameterError, match=r"least epsilon that covers them all is 2\.2 ") as info:
+    for below in (1.0, 1.52, 2.0, 2.44):  # the old message said 1.509; 1.52 and 2 were then refused in other words
+        with pytest.raises(PrivacyParameterError, match=r"least epsilon that covers them all is 2\.45 ") as info:
             build_plan(at(below), 44)
         text = str(info.value)
         assert "exact-decimal" not in text and "of which half" not in text
-        assert "raise privacy.epsilon to at least 2.2" in text
+        assert "raise privacy.epsilon to at least 2.45" in text
         assert re.search(r"give dataset.value_offset a fixed public value \(then epsilon [\d.]+ suffices\)", text)
         assert f"give clipping.tau a fixed public value (then epsilon {max(below, 1.51):g} suffices)" in text
     # the two alternatives it names are true: value_offset alone is valid from 1.51, tau alone at epsilon 1
@@ -157,5 +157,5 @@ def test_release_refuses_a_too_small_epsilon_for_the_bought_choices_before_any_p
     err = capsys.readouterr().err
     assert started == []  # refused in the pre-flight: no Prefect server, no flow run, no Prefect ERROR lines
     assert "privacy.epsilon (1) is too small for this release with n = 44 privacy units" in err
-    assert "least epsilon that covers them all is 2.2" in err and "ERROR" not in err
+    assert "least epsilon that covers them all is 2.45" in err and "ERROR" not in err
     assert not ledger.exists() and not (tmp_path / "out" / "manifest.json").exists()
