@@ -103,6 +103,28 @@ def test_neighbouring_datasets_worst_case_output_laws_within_e_epsilon() -> None
     assert np.abs(p - q).sum() > 0.02  # the laws do differ: the test can fail
 
 
+def test_dithered_tau_draw_on_worst_case_neighbours_stays_within_e_epsilon() -> None:
+    """tuning.tau.dp_norm_quantile@2 end to end (dither, then OpenDP's quantile): one record moves from the smallest
+    candidate to beyond the largest; the laws of the released tau on D and D' stay within e^epsilon (empirical, with
+    a sampling tolerance), and they differ (the test can fail)."""
+    eps = 1.0
+    cands = tau_candidates(0.1, 0.1 * 10 ** 0.25)  # 6 candidates, ratio 10^(1/20)
+    choice = PublicChoice("tau", eps, "tuning.tau.dp_norm_quantile@2", 0.5, cands)
+    d = [cands[2]] * 3 + [cands[3]] * 3 + [cands[0]]
+    d2 = [*d[:-1], cands[-1] * 2]
+    n_draws = 6000
+    p = np.zeros(len(cands))
+    q = np.zeros(len(cands))
+    for _ in range(n_draws):
+        p[cands.index(draw_public_choice(choice, d).value)] += 1
+        q[cands.index(draw_public_choice(choice, d2).value)] += 1
+    p, q = p / n_draws, q / n_draws
+    keep = (p > 0.03) & (q > 0.03)
+    assert keep.sum() >= 2
+    assert np.all(p[keep] / q[keep] <= math.exp(eps) * 1.25) and np.all(q[keep] / p[keep] <= math.exp(eps) * 1.25)
+    assert np.abs(p - q).sum() > 0.02
+
+
 def test_dp_quantile_rejects_bad_inputs() -> None:
     with pytest.raises(DomainError, match="values must be a finite"):
         dp_quantile([1.0, float("nan")], (0.0, 1.0), alpha=0.5, epsilon=1.0)
