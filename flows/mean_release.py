@@ -19,6 +19,7 @@ from fdp.tasks.lineage import lineage_failed
 from fdp.tasks.mean import (
     check_same_cost,
     choose_public_parameters,
+    mean_reference,
     plan_public_choices,
     select_parameters,
     uses_public_choices,
@@ -55,7 +56,7 @@ def mean_release(
     streaming = config.engine.name != "memory"  # local/dask: exact sums chunk by chunk (fdp.tasks.streaming)
     auto = uses_public_choices(config)  # tau/value_offset bought with budget: drawn after the charge
     if streaming:
-        batch = stream_curves(config, config_dir)
+        batch = stream_curves(config, config_dir, center=mean_reference(config), center_aligned_only=True)
     else:
         batch = load_curves(config, config_dir)
         batch = batch if auto else clip_curves(batch, config)

@@ -9,16 +9,19 @@ from fdp.schemas._base import Frozen, PositiveFloat
 from fdp.schemas.engine import EngineSpec, check_engine_fields
 from pydantic import Field, field_validator, model_validator
 
+from fdpcore.basis.grids import make_grid
 from fdpcore.basis.kernels import kernel_spec
 from fdpcore.errors import DomainError
 from fdpcore.limits import ID_MAX_LENGTH, ID_PATTERN, MAX_GRID_POINTS
 from fdpcore.noise.quantiles import CENTRE_CANDIDATES, DEFAULT_CENTRE_SHARE, DEFAULT_TAU_SHARE
 from fdpcore.privacy.tuning import DEFAULT_RULES, PSS_RULES_BY_ESTIMATOR
+from fdpcore.summaries.fpca import reference_on_grid
 
 __all__ = [
     "check_tau_auto_engine", "series_name",
+    "check_reference_covers_grid",
     "AutoClippingSpec", "BudgetSpec", "ClippingSpec", "DatasetSpec", "GridSpec", "MeanClippingSpec", "MeanDatasetSpec", "PrivacySpec",
-    "ReleaseConfig", "ReleaseSeriesSpec", "TuningSpec",
+    "ReferenceCurveSpec", "ReleaseConfig", "ReleaseSeriesSpec", "TuningSpec",
 ]
 
 #: A release series name: it names a Prefect deployment (``scheduled-release/<name>``), a folder and the
@@ -91,6 +94,48 @@ class MeanDatasetSpec(DatasetSpec):
         if r is not None and not (math.isfinite(r[0]) and math.isfinite(r[1]) and r[0] < r[1]):
             raise ValueError(f"dataset.value_offset_range ({list(r)}) must be finite with lo < hi")
         return self
+
+
+class ReferenceCurveSpec(Frozen):
+    """A public reference curve subtracted from every record before clipping (public centring, MATH.md §10.2).
+
+    The same block centres the mean (``centering``, formula ``estimator.mean.public_reference@1``: added back
+    after the noise), FoSR (added back to the intercept curve), FPCA and a public covariance centre.
+    """
+
+    time: list[float] = Field(min_length=2, description=(
+        "times of the reference curve in the source time units of dataset.time_column (the units of "
+        "dataset.time_domain), strictly increasing; linearly interpolated onto the grid"))
+    value: list[float] = Field(min_length=2, description=(
+        "reference values in the source value units of dataset.value_column (before value_offset and value_scale "
+        "are applied), one per time; must be public, never computed from this data"))
+    source: str = Field(min_length=1, description="where the public reference comes from, in words (published in the manifest)")
+
+    @model_validator(mode="after")
+    def _shape(self) -> ReferenceCurveSpec:
+        if len(self.time) != len(self.value):
+            raise ValueError(f"centering: time ({len(self.time)} values) and value ({len(self.value)} values) must have the same length")
+        if any(b <= a for a, b in zip(self.time, self.time[1:], strict=False)):
+            raise ValueError("centering.time must be strictly increasing")
+        if not self.source.strip():
+            raise ValueError("centering.source must say where the public reference comes from (it is published)")
+        return self
+
+
+def check_reference_covers_grid(centering: ReferenceCurveSpec, dataset: DatasetSpec, grid: GridSpec) -> None:
+    """Refuse a reference curve whose times do not reach every grid node of ``dataset.time_domain``.
+
+    The check :func:`fdpcore.summaries.fpca.reference_on_grid` makes when the release plans, made when the config is
+    read, so that the message names the field before any data is read.
+    """
+    try:
+        reference_on_grid(centering.time, centering.value, make_grid(grid.rule, size=grid.size, points=grid.points,
+                                                                     domain_range=grid.domain),
+                          time_domain=dataset.time_domain)
+    except DomainError as exc:
+        a, b = dataset.time_domain
+        raise ValueError(f"centering.time: {exc} of dataset.time_domain [{a:g}, {b:g}]; give the public reference "
+                         "over the whole time domain") from None
 
 
 class GridSpec(Frozen):
@@ -276,6 +321,10 @@ class ReleaseConfig(Frozen):
         "iclp_qr", description="estimator/mechanism (MATH.md §4): iclp_qr, iclp_ar, frl, gp (Gaussian, delta > 0), bernstein"
     )
     kernel: dict[str, Any] = Field(description="noise kernel mapping, e.g. {name: matern, nu: 1.5, rho: 0.1}")
+    centering: ReferenceCurveSpec | None = Field(
+        None, description="public reference curve r(t) subtracted from every record before clipping and added back "
+        "after the noise (estimator.mean.public_reference@1): the release is r + value_scale x DP mean of "
+        "(X_i - r)/value_scale, and a unit that cannot be aligned contributes r; omit to centre on value_offset")
     clipping: MeanClippingSpec = Field(description="public clipping radius tau of each (rescaled) record (MATH.md §1.7)")
     tuning: TuningSpec = Field(default_factory=lambda: TuningSpec(),
                                description="how eta/psi (or n_basis, lattice_k) are set: a tuning rule (default per "
@@ -333,6 +382,12 @@ class ReleaseConfig(Frozen):
             raise ValueError(f"{auto[0]} ('auto') needs engine 'memory' (its DP quantile reads every record's norm)")
         if self.clipping.tau == "auto" and est == "bernstein":
             raise ValueError("clipping.tau ('auto') is not available for estimator 'bernstein' (its noise is set by sup_clip)")
+        if self.centering is not None:
+            if self.dataset.value_offset == "auto":
+                raise ValueError("dataset.value_offset ('auto') cannot be used with centering: the reference curve "
+                                 "replaces the constant centre (value_offset cancels out of (X - r)/value_scale), so the "
+                                 "budget would buy nothing; remove value_offset (or set a number) or remove centering")
+            check_reference_covers_grid(self.centering, self.dataset, self.grid)
         if t.signal_fraction is not None and (fixed is not None or (t.rule or "risk_prior") != "risk_prior"
                                               or est not in ("iclp_qr", "gp")):
             raise ValueError("tuning.signal_fraction is only used by tuning.rule 'risk_prior' (iclp_qr, gp)")

@@ -17,6 +17,7 @@ from fdp.schemas.config import (
     DatasetSpec,
     GridSpec,
     PrivacySpec,
+    ReferenceCurveSpec,
     ReleaseSeriesSpec,
 )
 from fdp.schemas.records import AuditCommitment, BudgetSplit, OutputFile, PrivacyRecord, Provenance
@@ -44,26 +45,6 @@ class FpcaBasisSpec(Frozen):
     length_scale: PositiveFloat | None = Field(
         None, description="length scale on the grid domain; omit to use the rule tuning.fpca.gaussian_basis@1")
     explained: float = Field(0.99, gt=0, lt=1, description="trace share the m eigenvalues must carry (the rule's target)")
-
-
-class ReferenceCurveSpec(Frozen):
-    """A public reference curve subtracted from every record before clipping (public centring, MATH.md §10.2)."""
-
-    time: list[float] = Field(min_length=2, description=(
-        "times of the reference curve in the source time units of dataset.time_column (the units of "
-        "dataset.time_domain), strictly increasing; linearly interpolated onto the grid"))
-    value: list[float] = Field(min_length=2, description=(
-        "reference values in the source value units of dataset.value_column (before value_offset and value_scale "
-        "are applied), one per time; must be public, never computed from this data"))
-    source: str = Field(min_length=1, description="where the public reference comes from, in words (published in the manifest)")
-
-    @model_validator(mode="after")
-    def _shape(self) -> ReferenceCurveSpec:
-        if len(self.time) != len(self.value):
-            raise ValueError(f"centering: time ({len(self.time)} values) and value ({len(self.value)} values) must have the same length")
-        if any(b <= a for a, b in zip(self.time, self.time[1:], strict=False)):
-            raise ValueError("centering.time must be strictly increasing")
-        return self
 
 
 class BaseMeasureSpec(Frozen):

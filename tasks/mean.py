@@ -15,10 +15,17 @@ import fdpcore
 from fdpcore.data.preprocess import align_long, clip_l2, rescale_long
 from fdpcore.io import read_long_table
 from fdpcore.noise.quantiles import PublicChoice, draw_public_choice, record_levels, record_norms
-from fdpcore.summaries.mean import draw_mean_release, select_mean_parameters, summarise_mean
+from fdpcore.summaries.fpca import reference_on_grid
+from fdpcore.summaries.mean import (
+    add_reference,
+    centre_on_reference,
+    draw_mean_release,
+    select_mean_parameters,
+    summarise_mean,
+)
 
 __all__ = ["charge_request", "check_same_cost", "choose_public_parameters", "clip_curves", "draw_noise", "load_curves",
-           "plan_public_choices", "plan_release", "publish_release", "release_grid", "select_parameters",
+           "mean_reference", "plan_public_choices", "plan_release", "publish_release", "release_grid", "select_parameters",
            "summarise_curves", "uses_public_choices"]
 
 
@@ -30,6 +37,21 @@ def load_curves(config: ReleaseConfig, config_dir: str, value_offset: float | No
     ``auto`` and no override the values are only divided by ``value_scale`` (offset 0).
     """
     return _load(config, config_dir, value_offset)
+
+
+def mean_reference(config: ReleaseConfig) -> Any:
+    """The public reference curve (``centering``) on the release grid in rescaled units, or ``None`` without one.
+
+    The same interpolation as the FPCA, FoSR and covariance centres (:func:`fdpcore.summaries.fpca.reference_on_grid`);
+    ``value_offset`` is a number here (``auto`` is refused with a reference) and cancels out of the centred records.
+    """
+    c, ds = config.centering, config.dataset
+    if c is None:
+        return None
+    if isinstance(ds.value_offset, str):
+        raise fdpcore.InternalError("value_offset 'auto' with a centering reference (the schema refuses it)")
+    return reference_on_grid(c.time, c.value, release_grid(config), time_domain=ds.time_domain,
+                             value_offset=ds.value_offset, value_scale=ds.value_scale)
 
 
 def _load(config: ReleaseConfig, config_dir: str, value_offset: float | None) -> CurveBatch:
@@ -56,8 +78,10 @@ def _load(config: ReleaseConfig, config_dir: str, value_offset: float | None) ->
         "n_rows": table.n_rows, "n_rows_outside_time_domain": n_outside, "n_rows_nonfinite": aligned.n_rows_dropped,
         "n_duplicates_merged": aligned.n_duplicates_merged, "n_unalignable_units": aligned.n_unalignable,
     }
-    return CurveBatch(data_matrix=aligned.data_matrix, n_samples=aligned.n_samples, counts=counts,
-                      unit_ids=aligned.unit_ids)
+    reference = mean_reference(config)  # record-wise, before clipping; an unaligned unit stays 0 (contributes r)
+    data = aligned.data_matrix if reference is None else centre_on_reference(aligned.data_matrix, reference,
+                                                                             aligned=aligned.aligned)
+    return CurveBatch(data_matrix=data, n_samples=aligned.n_samples, counts=counts, unit_ids=aligned.unit_ids)
 
 
 @data_task(name="clip-curves")
@@ -162,14 +186,54 @@ def draw_noise(ledger_url: str, release_id: str, plan: NoisePlan, summary: MeanS
 def publish_release(
     ledger_url: str, release_id: str, config: ReleaseConfig, config_sha256: str, plan: NoisePlan, values: Any, out_dir: str
 ) -> dict[str, Any]:
-    """Write Parquet + manifest, create the Prefect artifacts, close the ledger entry."""
-    public = _publish.public_release(release_id, config, plan.plan, values, provenance(config_sha256, public=True))
+    """Write Parquet + manifest, create the Prefect artifacts, close the ledger entry.
+
+    With a ``centering`` reference the released curve (and its band, plot and file) is the reference plus the
+    noisy centred mean (post-processing), and the manifest records the reference and its source.
+    """
+    reference = mean_reference(config)
+    released = values if reference is None else add_reference(values, reference)
+    public = _publish.public_release(release_id, config, plan.plan, released, provenance(config_sha256, public=True))
+    if config.centering is not None:
+        public = _with_reference(public, config)
     public = close_release(ledger_url, release_id, public)  # first: a crash after this is recovered by a re-run from the ledger
     manifest = _publish.write_release(public, Path(out_dir))
     period, budget = period_and_budget(ledger_url, release_id)
-    _publish.create_artifacts(manifest, _publish.release_note(manifest, budget, period, public["files"][_publish.PLOT_FILE]),
-                              config)
+    note = _publish.release_note(manifest, budget, period, public["files"][_publish.PLOT_FILE])
+    _publish.create_artifacts(manifest, reference_note(manifest, note), config)
     return manifest
+
+
+def _with_reference(public: dict[str, Any], config: ReleaseConfig) -> dict[str, Any]:
+    """The public record with ``parameters.centering`` (the public reference and its source) and its formula id."""
+    c = config.centering
+    if c is None:  # pragma: no cover - called only with a reference
+        return public
+    manifest = dict(public["manifest"])
+    manifest["parameters"] = {**manifest["parameters"], "centering": {
+        "time": list(c.time), "value": list(c.value), "source": c.source, "formula": REFERENCE_FORMULA,
+        "rule": "public reference r(t) in source units, linearly interpolated onto the grid: every aligned record "
+                "minus r before clipping, r added back after the noise (a unit without an alignable curve "
+                "contributes r); value_offset cancels out"}}
+    manifest["formulas"] = sorted({*manifest["formulas"], REFERENCE_FORMULA})
+    return {**public, "manifest": manifest}
+
+
+#: The formula of the mean's public reference curve (``centering``).
+REFERENCE_FORMULA = "estimator.mean.public_reference@1"
+
+
+def reference_note(manifest: dict[str, Any], note: str) -> str:
+    """The release note, with a paragraph on the public reference curve when the release has one."""
+    c = manifest["parameters"].get("centering")
+    if not c:
+        return note
+    head, sep, rest = note.partition("\n\n**Accuracy")
+    text = (f"**Reference curve.** The curves were centred on a public reference curve ({c['source']}) before "
+            "clipping, and it was added back after the noise: the release is the reference plus the private mean of "
+            "the differences from it, so clipping and smoothing pull it towards the reference (not towards a "
+            "constant); a unit whose curve could not be aligned counts as the reference itself.")
+    return f"{head}\n\n{text}{sep}{rest}" if sep else f"{note}\n\n{text}"
 
 
 def check_same_cost(request: ChargeRequest, plan: Any) -> None:

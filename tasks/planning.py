@@ -72,7 +72,14 @@ def alignment_rule(config: Any) -> str:
     gap = end_gap(config)[0]
     return (f"preprocess.align_linear@2: linear interpolation within each curve's observed range, held at its first "
             f"(last) value over at most {gap:g} (source time units, dataset.max_end_gap) before the first (after the "
-            "last) grid point; a unit without an alignable curve contributes the zero curve (the public reference)")
+            f"last) grid point; a unit without an alignable curve contributes {_unaligned_contribution(config)}")
+
+
+def _unaligned_contribution(config: Any) -> str:
+    """What a unit without an alignable curve contributes: the mean's reference curve, else the zero curve."""
+    if config.summary == "mean" and getattr(config, "centering", None) is not None:
+        return f"the public reference curve (centering: {config.centering.source})"
+    return "the zero curve (the public reference)"
 
 
 def alignment_requirement(config: Any) -> str:
@@ -86,7 +93,7 @@ def alignment_requirement(config: Any) -> str:
     return (f"a unit's curve is aligned when its readings reach from at most {first + gap:g} to at least {last - gap:g} "
             f"({ds.time_column}, source units: the first and last grid points {first:g} and {last:g} with "
             f"dataset.max_end_gap {gap:g}; rows outside time_domain [{a:g}, {b:g}] are ignored); a unit whose curves "
-            "do not is released as the zero curve (the public reference): check this against your measurement design")
+            f"do not is released as {_unaligned_contribution(config)}: check this against your measurement design")
 
 
 def point_axes(config: Any) -> tuple[Grid, ...]:
@@ -593,7 +600,12 @@ def _error_text(config: Any) -> str:
         return _FPCA_NOTE
     what = {"mean": "the released curve", "covariance": "the surface before the PSD projection",
             "fosr": "the noisy cross-moment curves T2 (the coefficient curves scale it by at most 1/safe_inverse_floor)"}[s]
-    return f"the noise part of the error of {what}: {curve_error_text(s, config.grid.domain, config.dataset.time_domain)}"
+    text = f"the noise part of the error of {what}: {curve_error_text(s, config.grid.domain, config.dataset.time_domain)}"
+    if s == "mean" and getattr(config, "centering", None) is not None:
+        text += (f"; centred on the public reference curve ({config.centering.source}; estimator.mean.public_reference@1): "
+                 "released = reference + value_scale x the private mean of (X - reference)/value_scale, so clipping "
+                 "and the tuning's shrinkage pull towards the reference, not towards value_offset; the noise is the same")
+    return text
 
 
 def _relative_text(config: Any) -> str | None:

@@ -36,6 +36,8 @@ class AlignedCurves:
         n_rows_dropped: rows with a non-finite time or value (internal only).
         n_duplicates_merged: repeated (unit, curve, t) rows averaged (internal only).
         unit_ids: the unit id of each row (internal only; dp_select's keyed-hash split).
+        aligned: per row, whether the unit had an alignable curve (internal only; a mean centred on a public
+            reference keeps the unaligned rows at 0, ``estimator.mean.public_reference@1``).
     """
 
     data_matrix: NDArrayFloat
@@ -44,6 +46,7 @@ class AlignedCurves:
     n_rows_dropped: int
     n_duplicates_merged: int
     unit_ids: tuple[object, ...] | None = None
+    aligned: np.ndarray | None = None
 
 
 def align_long(
@@ -166,7 +169,7 @@ def _align_codes(
     # only rounding at the edge of the float range can give +-inf: round it to +-max.
     big = np.finfo(np.float64).max
     np.clip(data, -big, big, out=data)
-    return AlignedCurves(data, n_units, int((~has).sum()), n_dropped, int(n_merged))
+    return AlignedCurves(data, n_units, int((~has).sum()), n_dropped, int(n_merged), aligned=has)
 
 
 def _keys_strictly_increasing(u: np.ndarray, c: np.ndarray, t: NDArrayFloat) -> bool:

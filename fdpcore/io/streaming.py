@@ -49,6 +49,7 @@ from fdpcore.data.accumulate import CurveSums, DesignSums, accumulate_curves, qu
 from fdpcore.data.preprocess import align_long, clip_l2, rescale_long
 from fdpcore.errors import DataError, DomainError, OutOfMemoryError
 from fdpcore.io.tables import memory_ran_out
+from fdpcore.summaries.mean import centre_on_reference
 
 __all__ = ["FilePartial", "StreamSpec", "combine_partials", "dataset_files", "ingest_file", "stream_dataset"]
 
@@ -63,8 +64,10 @@ _COUNT_KEYS = ("n_rows", "n_rows_outside_time_domain", "n_rows_nonfinite", "n_du
 class StreamSpec:
     """Public inputs of a streaming ingest (columns, public maps, grid, clipping, what to accumulate).
 
-    ``center`` is a public curve on the grid subtracted from every aligned record before clipping
-    (the covariance and FoSR releases' centring); ``outer`` also accumulates the outer products.
+    ``center`` is a public curve on the grid subtracted from every record before clipping
+    (the covariance and FoSR releases' centring); with ``center_aligned_only`` (the mean's reference,
+    ``estimator.mean.public_reference@1``) a unit without an alignable curve stays the zero record instead.
+    ``outer`` also accumulates the outer products.
     """
 
     unit_column: str
@@ -80,6 +83,7 @@ class StreamSpec:
     outer: bool = False
     chunk_rows: int = DEFAULT_CHUNK_ROWS
     center: tuple[float, ...] | None = None
+    center_aligned_only: bool = False
     covariates: tuple[tuple[str, tuple[tuple[str, float], ...] | None], ...] = ()
     covariate_bound: float | None = None
     covariates_within_unit: str = "average"
@@ -338,7 +342,8 @@ def _reduce(rows: _Rows, spec: StreamSpec, w: np.ndarray, fname: str = "") -> Cu
     aligned = align_long(rows.codes, t, v, spec.grid, curves=rows.curves, max_gap=spec.max_gap)
     records = aligned.data_matrix
     if spec.center is not None:  # public centre, record-wise, before clipping (as the in-memory path)
-        records = records - np.asarray(spec.center, dtype=np.float64)[None, :]
+        records = centre_on_reference(records, spec.center,
+                                      aligned=aligned.aligned if spec.center_aligned_only else None)
     clipped, n_clipped = clip_l2(records, w, spec.tau)
     counts = {"n_rows": int(rows.codes.shape[0]), "n_rows_outside_time_domain": n_outside,
               "n_rows_nonfinite": aligned.n_rows_dropped, "n_duplicates_merged": aligned.n_duplicates_merged,

@@ -97,8 +97,10 @@ from fdpcore.privacy.tuning import (
 )
 
 __all__ = [
+    "add_reference",
     "auto_public_choices",
     "candidate_plans",
+    "centre_on_reference",
     "dp_select_scores",
     "draw_mean_release",
     "ESTIMATORS",
@@ -811,6 +813,56 @@ def _checked(clipped_curves: ArrayLike, plan: MeanPlan) -> NDArrayFloat:
     return x
 
 
+def centre_on_reference(curves: ArrayLike, reference: ArrayLike, *, aligned: ArrayLike | None = None) -> NDArrayFloat:
+    """Records minus a public reference curve, before clipping (formula ``estimator.mean.public_reference@1``).
+
+    .. math:: Y_i = X_i - r \\ \\text{(aligned } i\\text{)}, \\quad Y_i = 0 \\ \\text{(unaligned } i\\text{)}, \\quad
+              \\tilde\\mu = r + \\mathcal{M}(\\mathrm{clip}_\\tau(Y_1), \\dots, \\mathrm{clip}_\\tau(Y_n))
+
+    ``r`` is a public curve on the grid in the records' (rescaled) units; :func:`add_reference` adds it back to
+    the noisy release. ``aligned`` (one boolean per row, default all ``True``) marks the rows that hold an aligned
+    curve; the others (units without an alignable curve, whose row is the zero curve) stay 0, so such a unit
+    contributes ``r`` to the release. The map is record-wise and data-independent, so each ``Y_i`` is still
+    clipped to ``tau``: the sensitivity, the noise and the guarantee are those of the uncentred release
+    (``docs/proofs/estimator.mean.public_reference@1.md``).
+
+    Privacy assumptions: ``reference`` is public and fixed before seeing the data (never computed from it).
+
+    >>> centre_on_reference([[3.0, 4.0], [0.0, 0.0]], [1.0, 2.0], aligned=[True, False]).tolist()
+    [[2.0, 2.0], [0.0, 0.0]]
+    """
+    x = np.asarray(curves, dtype=np.float64)
+    if x.ndim != 2:
+        raise DomainError(f"curves (shape {x.shape}) must be an n x K matrix")
+    r = _reference_vector(reference, x.shape[1])
+    if aligned is None:
+        out: NDArrayFloat = x - r[None, :]
+        return out
+    mask = np.asarray(aligned)
+    if mask.shape != (x.shape[0],) or mask.dtype != np.bool_:
+        raise DomainError(f"aligned (shape {mask.shape}) must hold one boolean per row ({x.shape[0]})")
+    out = x - np.where(mask[:, None], r[None, :], 0.0)
+    return out
+
+
+def add_reference(values: ArrayLike, reference: ArrayLike) -> NDArrayFloat:
+    """The noisy release plus the public reference curve (post-processing; ``estimator.mean.public_reference@1``).
+
+    >>> add_reference([[0.5, -0.5]], [1.0, 2.0]).tolist()
+    [[1.5, 1.5]]
+    """
+    v = np.asarray(values, dtype=np.float64)
+    out: NDArrayFloat = v + _reference_vector(reference, v.shape[-1])
+    return out
+
+
+def _reference_vector(reference: ArrayLike, length: int) -> NDArrayFloat:
+    r = np.asarray(reference, dtype=np.float64)
+    if r.shape != (length,) or not bool(np.all(np.isfinite(r))):
+        raise DomainError(f"reference (shape {r.shape}) must hold {length} finite grid values")
+    return r
+
+
 def summarise_mean(clipped_curves: ArrayLike, plan: MeanPlan) -> NDArrayFloat:
     """Pre-noise whitened coordinates ``z`` of the plan's estimator (never publish them).
 
@@ -905,6 +957,7 @@ def release_mean(
     tau_share: float = DEFAULT_TAU_SHARE,
     tau_range: tuple[float, float] | None = None,
     signal_fraction: float = DEFAULT_SIGNAL_FRACTION,
+    reference: ArrayLike | None = None,
 ) -> MeanRelease:
     """Release a differentially private mean curve (the Python facade of DESIGN.md).
 
@@ -936,12 +989,17 @@ def release_mean(
         tau_share: share of ``epsilon`` that buys ``tau: "auto"``.
         tau_range: the range of the candidate grid of ``tau: "auto"``.
         signal_fraction: prior signal scale of ``risk_prior`` as a fraction of ``tau``.
+        reference: a public reference curve on the grid (``K`` values, the units of ``curves``), as YAML's
+            ``centering``: subtracted from every row before clipping (``tau`` and ``tau: "auto"`` then bound the
+            centred rows) and added back to every draw (:func:`centre_on_reference`, formula
+            ``estimator.mean.public_reference@1``); the shrinkage of the estimator then pulls towards it, not
+            towards 0. Default: none.
 
     Returns:
         :class:`MeanRelease` with ``.values`` (``draws x K``), ``.sensitivity``, ``.epsilon``,
         ``.delta`` and ``.formula_id``.
 
-    Privacy assumptions: the grid, kernel, ``tau``, ``sup_clip``, the parameters (or the rule
+    Privacy assumptions: the grid, kernel, ``tau``, ``sup_clip``, ``reference``, the parameters (or the rule
     choosing them) and ``n`` are public and fixed before seeing the data; one row per privacy unit;
     replace-one adjacency.
 
@@ -958,6 +1016,8 @@ def release_mean(
     """
     grid = t if isinstance(t, Grid) else grid_from_nodes(t)
     x = _validate.finite_matrix("curves", curves, grid.size)
+    if reference is not None:
+        x = centre_on_reference(x, reference)
     if tuning == "pcv" and secure:
         raise PrivacyParameterError("tuning ('pcv') is not differentially private; it is for simulations (secure=False) only")
     kwargs: dict[str, object] = dict(
@@ -980,7 +1040,8 @@ def release_mean(
     if plan.pending:
         plan = select_mean_parameters(clipped, plan, unit_ids=unit_ids, rng=rng)
     z = summarise_mean(clipped, plan)
-    return MeanRelease(draw_mean_release(plan, z, draws=draws, rng=rng), grid, plan)
+    values = draw_mean_release(plan, z, draws=draws, rng=rng)
+    return MeanRelease(values if reference is None else add_reference(values, reference), grid, plan)
 
 
 # --- Sensitivities of the mean (MATH.md §4, table §4.6; formerly fdpcore/summaries/mean.py) -----------------
