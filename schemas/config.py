@@ -128,14 +128,15 @@ def check_reference_covers_grid(centering: ReferenceCurveSpec, dataset: DatasetS
     The check :func:`fdpcore.summaries.fpca.reference_on_grid` makes when the release plans, made when the config is
     read, so that the message names the field before any data is read.
     """
+    g = make_grid(grid.rule, size=grid.size, points=grid.points, domain_range=grid.domain)
     try:
-        reference_on_grid(centering.time, centering.value, make_grid(grid.rule, size=grid.size, points=grid.points,
-                                                                     domain_range=grid.domain),
-                          time_domain=dataset.time_domain)
-    except DomainError as exc:
-        a, b = dataset.time_domain
-        raise ValueError(f"centering.time: {exc} of dataset.time_domain [{a:g}, {b:g}]; give the public reference "
-                         "over the whole time domain") from None
+        reference_on_grid(centering.time, centering.value, g, time_domain=dataset.time_domain)
+    except DomainError:
+        (a, b), (c, d) = dataset.time_domain, g.domain_range
+        first, last = (a + (float(x) - c) * (b - a) / (d - c) for x in (g.grid_points[0], g.grid_points[-1]))
+        raise ValueError(f"centering.time ([{centering.time[0]:g}, {centering.time[-1]:g}]) must reach from at most "
+                         f"{first:g} to at least {last:g}, the first and last grid points of dataset.time_domain "
+                         f"[{a:g}, {b:g}] (source units): give the public reference over the whole time domain") from None
 
 
 class GridSpec(Frozen):
