@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from fdpcore import _validate
-from fdpcore._typing import ArrayLike, NDArrayFloat
+from fdpcore._typing import ArrayLike, NDArrayBool, NDArrayFloat
 from fdpcore.basis.grids import Grid
 from fdpcore.errors import DomainError
 
@@ -46,7 +46,7 @@ class AlignedCurves:
     n_rows_dropped: int
     n_duplicates_merged: int
     unit_ids: tuple[object, ...] | None = None
-    aligned: np.ndarray | None = None
+    aligned: NDArrayBool | None = None
 
 
 def align_long(
