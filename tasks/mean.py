@@ -45,8 +45,8 @@ def mean_reference(config: ReleaseConfig) -> Any:
     The same interpolation as the FPCA, FoSR and covariance centres (:func:`fdpcore.summaries.fpca.reference_on_grid`);
     ``value_offset`` is a number here (``auto`` is refused with a reference) and cancels out of the centred records.
     """
-    c, ds = config.centering, config.dataset
-    if c is None:
+    c, ds = getattr(config, "centering", None), config.dataset
+    if c is None or config.summary != "mean":  # covariance/FoSR/FPCA centre with their own blocks, in their tasks
         return None
     if isinstance(ds.value_offset, str):
         raise fdpcore.InternalError("value_offset 'auto' with a centering reference (the schema refuses it)")
@@ -194,7 +194,7 @@ def publish_release(
     reference = mean_reference(config)
     released = values if reference is None else add_reference(values, reference)
     public = _publish.public_release(release_id, config, plan.plan, released, provenance(config_sha256, public=True))
-    if config.centering is not None:
+    if reference is not None:
         public = _with_reference(public, config)
     public = close_release(ledger_url, release_id, public)  # first: a crash after this is recovered by a re-run from the ledger
     manifest = _publish.write_release(public, Path(out_dir))

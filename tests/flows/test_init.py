@@ -346,3 +346,15 @@ def test_init_kernel_length_scale_is_at_least_two_grid_steps(tmp_path: Path) -> 
         assert _init(DATA, tmp_path / f"g{size}.yaml", "--grid-size", str(size)) == 0
         rhos[size] = load_config(tmp_path / f"g{size}.yaml").kernel["rho"]
     assert rhos == {9: 0.22, 24: 0.1, 50: 0.1}
+
+
+def test_init_mean_reference_block_validates_once_uncommented(tmp_path: Path) -> None:
+    """The commented `centering` block fdp init writes for a mean is a valid public reference when uncommented."""
+    assert _init(DATA, tmp_path / "m.yaml") == 0
+    lines = (tmp_path / "m.yaml").read_text().splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("# centering:"))
+    block = [ln[2:] for ln in lines[start:] if ln.startswith("# ") or ln.startswith("#   ")][:6]
+    text = "\n".join(lines[:start] + [ln for ln in block if not ln.lstrip().startswith("#")] + lines[start + 6:])
+    (tmp_path / "r.yaml").write_text(text)
+    config = load_config(tmp_path / "r.yaml")
+    assert config.centering is not None and config.centering.source == "where the reference comes from"
