@@ -9,9 +9,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import importlib.util
 import json
 import os
 import re
+import sqlite3
 import sys
 import tempfile
 import time
@@ -53,6 +55,7 @@ from fdpcore.ledger import (
     OldLedgerError,
     check_period,
     checkpoint_evidence,
+    current_period,
     default_ledger_url,
     load_private_key,
     manifest_evidence,
@@ -66,6 +69,8 @@ from fdpcore.ledger import (
 from fdpcore.limits import ID_MAX_LENGTH, check_id, shown
 
 EXIT_OK, EXIT_ERROR, EXIT_INPUT, EXIT_BUDGET = 0, 1, 2, 3
+#: The manifest file of a release directory (fdp.tasks._publish.MANIFEST_FILE; that module loads Prefect).
+MANIFEST_NAME = "manifest.json"
 #: 128 + SIGPIPE, as a shell reports a command whose output pipe closed (`fdp audit export | head -1`)
 EXIT_BROKEN_PIPE = 141
 SCHEMAS: dict[str, Any] = {  # name -> a function returning the JSON Schema
@@ -467,28 +472,68 @@ class ReleaseFailure(Exception):
 def _check_writable(out_dir: Path) -> None:
     """Fail before anything is charged when the output directory cannot be created or written."""
     target = out_dir.absolute()
-    too_long = next((part for part in target.parts if len(os.fsencode(part)) + PUBLISH_SUFFIX_BYTES > 255), None)
-    if too_long is not None:
-        raise ReleaseFailure(
-            f"--out: the folder name {shown(too_long)} is too long ({len(os.fsencode(too_long))} bytes; at most "
-            f"{255 - PUBLISH_SUFFIX_BYTES}); choose a shorter output directory. Nothing was charged", EXIT_INPUT)
-    existing = next((p for p in (target, *target.parents) if p.exists()), None)
-    if existing == target and target.is_dir() and not replaceable(target):
+    _check_name_lengths(target, "--out", "output directory")
+    if target.is_dir() and not replaceable(target):
         raise ReleaseFailure(
             f"--out: {str(out_dir)!r} holds files that are not a release's, and a release directory is replaced as a "
             "whole; choose a new or empty directory. Nothing was charged", EXIT_INPUT)
+    _check_creatable(out_dir, "--out", "output directory")
+
+
+def _check_name_lengths(target: Path, option: str, what: str) -> None:
+    too_long = next((part for part in target.parts if len(os.fsencode(part)) + PUBLISH_SUFFIX_BYTES > 255), None)
+    if too_long is not None:
+        raise ReleaseFailure(
+            f"{option}: the folder name {shown(too_long)} is too long ({len(os.fsencode(too_long))} bytes; at most "
+            f"{255 - PUBLISH_SUFFIX_BYTES}); choose a shorter {what}. Nothing was charged", EXIT_INPUT)
+
+
+def _check_creatable(path: Path, option: str, what: str) -> None:
+    """``path`` exists as a directory or can be created, and its nearest existing directory is writable."""
+    target = path.absolute()
+    existing = next((p for p in (target, *target.parents) if p.exists()), None)
     if existing is None or not existing.is_dir():
         raise ReleaseFailure(
-            f"--out: {str(out_dir)!r} cannot be created ({str(existing)!r} is not a directory); "
-            "choose another output directory. Nothing was charged", EXIT_INPUT)
+            f"{option}: {str(path)!r} cannot be created ({str(existing)!r} is not a directory); "
+            f"choose another {what}. Nothing was charged", EXIT_INPUT)
     try:
         fd, probe = tempfile.mkstemp(dir=existing, prefix=".fdp-write-check-")
         os.close(fd)
         os.unlink(probe)
     except OSError as exc:
         raise ReleaseFailure(
-            f"--out: {str(existing)!r} is not writable ({exc.strerror}); choose a writable output directory. "
+            f"{option}: {str(existing)!r} is not writable ({exc.strerror}); choose a writable {what}. "
             "Nothing was charged", EXIT_INPUT) from None
+
+
+def _check_out_root(out_root: Path, series: list[str], period: str) -> None:
+    """``fdp serve``'s out-root: refuse only what a run could not write, or would write into a release directory.
+
+    It may hold earlier releases (``<series>/<YYYY-MM>/``, also a manual re-run's ``<YYYY-MM>-b``) and any other files.
+    """
+    root = out_root.absolute()
+    if (root / MANIFEST_NAME).is_file():
+        raise ReleaseFailure(
+            f"--out-root: {str(out_root)!r} is itself a release directory (it holds a manifest.json); the runs would "
+            "put series folders inside a published release. Choose its parent or another directory", EXIT_INPUT)
+    for name in series:
+        folder, month = root / name, root / name / period
+        _check_name_lengths(month, "--out-root", "--out-root")
+        if folder.exists() and not folder.is_dir():
+            raise ReleaseFailure(
+                f"--out-root: {str(out_root / name)!r} is a file, where series {name!r} keeps its months' folders; "
+                "move it away or choose another --out-root", EXIT_INPUT)
+        if (folder / MANIFEST_NAME).is_file():
+            raise ReleaseFailure(
+                f"--out-root: {str(out_root / name)!r} is a release directory (it holds a manifest.json), where "
+                f"series {name!r} keeps its months' folders; move it away or choose another --out-root", EXIT_INPUT)
+        if not replaceable(month):
+            raise ReleaseFailure(
+                f"--out-root: {str(out_root / name / period)!r}, where this month's run of series {name!r} publishes, "
+                "holds files that are not a release's (a release directory is replaced as a whole); move them away "
+                "or choose another --out-root", EXIT_INPUT)
+        _check_creatable(folder, "--out-root", "--out-root")
+    _check_creatable(out_root, "--out-root", "--out-root")
 
 
 def _is_published_rerun(url: str, release_id: str, config: Any) -> bool:
@@ -531,7 +576,13 @@ def _precheck_budget(url: str, config: Any, release_id: str, period: str | None)
                     proposal={"epsilon": proposal.epsilon, "delta": proposal.delta, **proposal.policy()})
 
 
-def _check_prefect_api() -> None:
+#: How to start the Prefect server ``fdp serve`` needs (docs/operations.md, step 1).
+_START_SERVER = ("start one and keep it running (`prefect server start --host 127.0.0.1 --port 4200`) and set "
+                 "PREFECT_API_URL to its API (http://127.0.0.1:4200/api; docs/operations.md, step 1); a temporary "
+                 "local server runs no scheduler. Nothing was served or charged")
+
+
+def _check_prefect_api(*, serving: bool = False) -> None:
     """Fail before the ledger is touched when a configured Prefect API does not answer."""
     from prefect.client.orchestration import get_client
     from prefect.settings import PREFECT_API_URL
@@ -541,6 +592,9 @@ def _check_prefect_api() -> None:
         return  # no API configured: the flow starts Prefect's temporary local server
     with get_client(sync_client=True) as client:
         problem = client.api_healthcheck()
+    if problem is not None and serving:
+        raise ReleaseFailure(f"the Prefect API at {api} cannot be reached ({type(problem).__name__}); fdp serve needs "
+                             f"a running Prefect server whose scheduler creates the runs: {_START_SERVER}")
     if problem is not None:
         raise ReleaseFailure(
             f"the Prefect API at {api} cannot be reached ({type(problem).__name__}); start it (`prefect server start`), "
@@ -682,20 +736,18 @@ def _serve(configs: list[str], cron: str, ledger_url: str | None, out_root: str,
                 f"series {series!r} is named by both {served[series][0]!r} and {path!r}; give one of them its own "
                 "`release: {name: ...}`", EXIT_INPUT)
         served[series] = (path, config, config_sha256(config))
-    _check_writable(Path(out_root))
-    _check_series_in_ledger(served, url)
+    _check_out_root(Path(out_root), list(served), current_period())
     from prefect.settings import PREFECT_API_URL
 
     if not PREFECT_API_URL.value():
-        raise ReleaseFailure(
-            "fdp serve needs a running Prefect server whose scheduler creates the runs: start one "
-            "(`prefect server start`) and set PREFECT_API_URL (docs/operations.md)")
-    _check_prefect_api()
+        raise ReleaseFailure(f"fdp serve needs a running Prefect server whose scheduler creates the runs: {_START_SERVER}")
+    _check_prefect_api(serving=True)
+    _check_series_deployments(served, url)  # before the ledger is opened: a refusal changes nothing
+    _check_series_in_ledger(served, url)
     from fdp.flows.scheduled import MISSED_HEARTBEATS, ensure_failure_automations, heartbeat_seconds, scheduled_release
     from prefect import serve
     from prefect.deployments.runner import EntrypointType
 
-    _check_series_deployments(served)
     heartbeat = heartbeat_seconds()
     notify_url = notify or os.environ.get("FDP_NOTIFY_URL") or None
     deployments = []
@@ -720,7 +772,9 @@ def _serve(configs: list[str], cron: str, ledger_url: str | None, out_root: str,
 
 
 def _check_series_in_ledger(served: dict[str, tuple[str, Any, str]], url: str) -> None:
-    """Refuse a series whose past releases in the ledger were made with another config."""
+    """Refuse a series whose past releases in the ledger were made with another config (no ledger yet: none)."""
+    if _no_ledger_yet(url):
+        return  # the first charge creates it
     ledger = Ledger(url)
     for series, (path, config, digest) in served.items():
         pattern = re.compile(rf"^{re.escape(series)}-\d{{4}}-\d{{2}}$")
@@ -733,8 +787,8 @@ def _check_series_in_ledger(served: dict[str, tuple[str, Any, str]], url: str) -
                 "that definition. Give it its own `release: {name: ...}`, or restore the old config", EXIT_INPUT)
 
 
-def _check_series_deployments(served: dict[str, tuple[str, Any, str]]) -> None:
-    """Refuse to replace a deployed series that serves another config (never a silent replacement)."""
+def _check_series_deployments(served: dict[str, tuple[str, Any, str]], url: str) -> None:
+    """Refuse to replace a deployed series that serves another config or another ledger (never a silent replacement)."""
     from prefect.client.orchestration import get_client
     from prefect.exceptions import ObjectNotFound
 
@@ -750,6 +804,39 @@ def _check_series_deployments(served: dict[str, tuple[str, Any, str]]) -> None:
                     f"({existing.parameters.get('config_path')!r}); {path!r} would replace it. Give it its own "
                     f"`release: {{name: ...}}`, or delete the old deployment first "
                     f"(`prefect deployment delete scheduled-release/{series}`)", EXIT_INPUT)
+            deployed = existing.parameters.get("ledger_url")
+            if deployed and not _same_ledger(deployed, url):
+                raise ReleaseFailure(
+                    f"series {series!r} is already deployed (scheduled-release/{series}) with the ledger "
+                    f"{_safe_url(deployed)}; this `fdp serve` names the ledger {_safe_url(url)}. Serving it would "
+                    "switch the deployment to that ledger, so the same data would be charged in two ledgers, and "
+                    "stopping either `fdp serve` would pause the one deployment. Serve it with "
+                    f"--ledger {_safe_url(deployed)}, give this config its own `release: {{name: ...}}`, or delete the "
+                    f"old deployment first (`prefect deployment delete scheduled-release/{series}`). Nothing was "
+                    "changed", EXIT_INPUT)
+
+
+def _safe_url(url: str) -> str:
+    try:
+        return sqlalchemy.engine.make_url(url).render_as_string(hide_password=True)
+    except sqlalchemy.exc.ArgumentError:
+        return repr(url)
+
+
+def _same_ledger(a: str, b: str) -> bool:
+    """Whether two ledger URLs name one database (a SQLite path resolved; the driver aside)."""
+
+    def key(url: str) -> tuple[Any, ...]:
+        try:
+            u = sqlalchemy.engine.make_url(url)
+        except sqlalchemy.exc.ArgumentError:
+            return (url,)
+        database = u.database
+        if u.get_backend_name() == "sqlite" and database and not database.startswith("file:"):
+            database = str(Path(database).resolve())
+        return (u.get_backend_name(), u.username, u.host, u.port, database, tuple(sorted(u.query.items())))
+
+    return key(a) == key(b)
 
 
 def _demo(out: str, ledger_url: str | None) -> int:
@@ -811,7 +898,10 @@ _NON_PRIVATE_WARNING = ("WARNING: {n} NON-PRIVATE release(s) (e.g. PCV tuning): 
 
 
 def _budget_show(dataset: str | None, as_json: bool, ledger_url: str | None) -> int:
-    budgets = _read_only_ledger(ledger_url or default_ledger_url()).budgets(dataset)
+    try:
+        budgets = _read_only_ledger(ledger_url or default_ledger_url()).budgets(dataset)
+    except NoLedgerYet as exc:
+        return _nothing_yet(exc, dataset, "{}" if as_json else None)
     if dataset is not None and not budgets:
         _err(f"dataset {shown(dataset)} is not in the ledger")
         return EXIT_INPUT
@@ -854,9 +944,25 @@ def _budget_cancel(release_id: str, ledger_url: str | None) -> int:
 _SERIES_ID = re.compile(r"^(?P<series>.+?)-(?P<month>\d{4}-(0[1-9]|1[0-2]))(?P<suffix>-.+)?$")
 
 
+def _nothing_yet(exc: NoLedgerYet, dataset: str | None, json_text: str | None) -> int:
+    """``budget show`` / ``calendar`` without a ledger: say so (exit 0; 2 when a dataset was asked for)."""
+    if dataset is not None:
+        _err(f"dataset {shown(dataset)} is not in the ledger: {exc}")
+        return EXIT_INPUT
+    if json_text is None:
+        print(exc)
+    else:
+        print(json_text)  # stdout stays valid JSON; the explanation goes to stderr
+        _err(str(exc))
+    return EXIT_OK
+
+
 def _calendar(dataset: str | None, as_json: bool, ledger_url: str | None) -> int:
     """Series x month from the ledger: the monthly check at a glance (docs/operations.md)."""
-    ledger = Ledger(ledger_url or default_ledger_url())
+    try:
+        ledger = _read_only_ledger(ledger_url or default_ledger_url())
+    except NoLedgerYet as exc:
+        return _nothing_yet(exc, dataset, "[]" if as_json else None)
     rows = []
     for r in ledger.releases(dataset):
         m = _SERIES_ID.match(r.release_id)
@@ -884,11 +990,65 @@ def _calendar(dataset: str | None, as_json: bool, ledger_url: str | None) -> int
 READ_ONLY_AUDIT = ("verify", "list", "show", "export", "head")
 
 
+class NoLedgerYet(LedgerError):
+    """A read-only command found no ledger: the database does not exist yet or holds no tables at all."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(f"no fdp ledger at {_safe_url(url)} yet: it is created by the first `fdp budget set` or "
+                         "`fdp release` (check --ledger / FDP_LEDGER_URL if you expected one); nothing was created")
+
+
+def _no_ledger_yet(url: str) -> bool:
+    """Whether the database at ``url`` does not exist yet or holds no tables at all; read-only, creates nothing.
+
+    A database that cannot be read (unreachable, not SQLite, ...) is not "no ledger yet": opening it says why.
+    """
+    try:
+        u = sqlalchemy.engine.make_url(url)
+    except sqlalchemy.exc.ArgumentError:
+        return False
+    if u.get_backend_name() == "sqlite":
+        db = u.database
+        if not db or db == ":memory:" or db.startswith("file:") or u.query.get("uri") == "true":
+            return False  # in memory or a URI: opening the ledger says what it is
+        path = Path(db).absolute()
+        if not path.exists():  # it can be created (no file where a folder must be): not there yet
+            return next(p for p in path.parents if p.exists()).is_dir()
+        if path.is_file() and path.stat().st_size == 0:
+            return True
+        immutable = "" if os.access(path.parent, os.W_OK) else "&immutable=1"
+        try:
+            conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro{immutable}", uri=True, timeout=60)
+            try:
+                return conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
+            finally:
+                conn.close()
+        except sqlite3.Error:
+            return False
+    if u.get_backend_name() == "postgresql":
+        if u.drivername == "postgresql" and importlib.util.find_spec("psycopg2") is None \
+                and importlib.util.find_spec("psycopg") is not None:
+            u = u.set(drivername="postgresql+psycopg")  # as the ledger does with psycopg 3 alone
+        u = u.update_query_dict({"options": "-c default_transaction_read_only=on"})
+    try:
+        engine = sqlalchemy.create_engine(u)
+        try:
+            with engine.connect() as conn:
+                return not sqlalchemy.inspect(conn).get_table_names()
+        finally:
+            engine.dispose()
+    except (sqlalchemy.exc.SQLAlchemyError, ImportError):
+        return False
+
+
 def _read_only_ledger(url: str) -> Ledger:
-    """The ledger opened read-only; an older schema is migrated first when the file may be written (one audited step, as any writing command would), else the error says what to do."""
-    db = sqlalchemy.engine.make_url(url).database if url.startswith("sqlite") else None
-    if db and not db.startswith("file:") and db != ":memory:" and not Path(db).exists():
-        return Ledger(url)  # no ledger yet: an empty one, as before (nothing to protect)
+    """The ledger opened read-only; an older schema is migrated first when the file may be written (one audited step, as any writing command would), else the error says what to do.
+
+    Raises:
+        NoLedgerYet: the database does not exist yet or is empty; nothing is created.
+    """
+    if _no_ledger_yet(url):
+        raise NoLedgerYet(url)
     try:
         return Ledger(url, read_only=True)
     except OldLedgerError:

@@ -1,0 +1,181 @@
+"""``fdp serve`` before it serves: restartable on its out-root, never a silent takeover, honest advice.
+
+``prefect.serve`` (the runner loop that runs until stopped) is replaced by a recorder; everything before it — the
+checks, the deployments and their automations on the session's Prefect test server — is real.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sqlite3
+import uuid
+from pathlib import Path
+from typing import Any
+
+import prefect
+import pytest
+from fdp.flows.cli import main
+from fdp.flows.config import config_sha256, load_config
+from fdp.flows.scheduled import scheduled_release
+from prefect.client.orchestration import get_client
+from prefect.exceptions import ObjectNotFound
+from prefect.settings import PREFECT_API_URL, temporary_settings
+
+from fdpcore.ledger import Ledger, current_period
+
+
+@pytest.fixture
+def served(monkeypatch: pytest.MonkeyPatch) -> list[list[Any]]:
+    """The deployments each ``fdp serve`` would have run (it returns at once instead of serving until stopped)."""
+    calls: list[list[Any]] = []
+    monkeypatch.setattr(prefect, "serve", lambda *deployments, **_: calls.append(list(deployments)))
+    return calls
+
+
+def _series() -> str:
+    return f"serve-{uuid.uuid4().hex[:10]}"  # the session's Prefect server keeps every deployment
+
+
+def _deployment(series: str) -> Any:
+    with get_client(sync_client=True) as client:
+        return client.read_deployment_by_name(f"scheduled-release/{series}")
+
+
+def test_serve_restarts_on_an_out_root_holding_its_published_releases(
+        make_config, tmp_path: Path, served: list[list[Any]], capsys: pytest.CaptureFixture[str]) -> None:  # noqa: ANN001
+    series = _series()
+    config = make_config(release={"name": series})
+    ledger, root = f"sqlite:///{tmp_path / 'ledger.sqlite'}", tmp_path / "srv" / "releases"
+    command = ["serve", str(config), "--ledger", ledger, "--out-root", str(root)]
+    assert main(command) == 0, capsys.readouterr().err
+    # a run publishes the month, as the served deployment runs it: <out-root>/<series>/<YYYY-MM>/
+    scheduled_release(config_path=str(config), series=series, ledger_url=ledger, out_root=str(root),
+                      config_sha256_served=config_sha256(load_config(config)))
+    month = root / series / current_period()
+    assert json.loads((month / "manifest.json").read_text())["release_id"] == f"{series}-{current_period()}"
+    # what else an operator's out-root holds: a manual re-run of the month (docs/operations.md) and a note
+    (root / series / f"{current_period()}-b").mkdir()
+    (root / series / f"{current_period()}-b" / "manifest.json").write_text("{}")
+    (root / "README.txt").write_text("published releases\n")
+    capsys.readouterr()
+
+    assert main(command) == 0, capsys.readouterr().err  # the restart (reboot, deploy) on the same --out-root
+    assert capsys.readouterr().out.startswith(f"serving 1 scheduled release series on '0 6 1 * *' (UTC): "
+                                              f"scheduled-release/{series}")
+    assert len(served) == 2
+    assert Ledger(ledger).get(f"{series}-{current_period()}").state == "published"
+
+
+@pytest.mark.parametrize("damage", ["series-file", "junk-in-month", "root-is-a-release"])
+def test_serve_refuses_an_out_root_a_run_could_not_publish_into_and_names_out_root(
+        damage: str, make_config, tmp_path: Path, served: list[list[Any]],  # noqa: ANN001
+        capsys: pytest.CaptureFixture[str]) -> None:
+    series = _series()
+    config = make_config(release={"name": series})
+    root = tmp_path / "releases"
+    root.mkdir()
+    if damage == "series-file":
+        (root / series).write_text("not a folder")
+    elif damage == "junk-in-month":
+        (root / series / current_period()).mkdir(parents=True)
+        (root / series / current_period() / "notes.txt").write_text("mine")
+    else:
+        (root / "manifest.json").write_text("{}")
+    ledger = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    assert main(["serve", str(config), "--ledger", ledger, "--out-root", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fdp: error: --out-root: ") and "--out:" not in err, err
+    assert served == [] and not (tmp_path / "ledger.sqlite").exists()
+    with pytest.raises(ObjectNotFound):
+        _deployment(series)
+
+
+def test_serve_refuses_a_served_series_under_another_ledger_and_changes_nothing(
+        make_config, tmp_path: Path, served: list[list[Any]], monkeypatch: pytest.MonkeyPatch,  # noqa: ANN001
+        capsys: pytest.CaptureFixture[str]) -> None:
+    series = _series()
+    config = make_config(release={"name": series})
+    first, second = tmp_path / "ledger.sqlite", tmp_path / "other.sqlite"
+    out = ["--out-root", str(tmp_path / "releases")]
+    assert main(["serve", str(config), "--ledger", f"sqlite:///{first}", *out]) == 0
+    capsys.readouterr()
+
+    assert main(["serve", str(config), "--ledger", f"sqlite:///{second}", *out]) == 2
+    err = capsys.readouterr().err
+    assert f"scheduled-release/{series}" in err and f"sqlite:///{first}" in err and f"sqlite:///{second}" in err
+    assert "charged in two ledgers" in err and "Nothing was changed" in err
+    assert _deployment(series).parameters["ledger_url"] == f"sqlite:///{first}"  # not taken over
+    assert not second.exists() and len(served) == 1
+
+    monkeypatch.chdir(tmp_path)  # the same ledger, spelled as a relative path: the same deployment, served again
+    assert main(["serve", str(config), "--ledger", "sqlite:///ledger.sqlite", *out]) == 0, capsys.readouterr().err
+    assert len(served) == 2
+
+
+def test_serve_with_its_prefect_server_down_says_to_start_one_not_to_unset_the_url(
+        make_config, tmp_path: Path, served: list[list[Any]], capsys: pytest.CaptureFixture[str]) -> None:  # noqa: ANN001
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens there once closed
+    config = make_config(release={"name": _series()})
+    with temporary_settings(updates={PREFECT_API_URL: f"http://127.0.0.1:{port}/api"}):
+        code = main(["serve", str(config), "--ledger", f"sqlite:///{tmp_path / 'l.sqlite'}",
+                     "--out-root", str(tmp_path / "releases")])
+    err = capsys.readouterr().err
+    assert code == 1 and f"the Prefect API at http://127.0.0.1:{port}/api cannot be reached" in err
+    assert "prefect server start --host 127.0.0.1 --port 4200" in err and "runs no scheduler" in err
+    assert "unset PREFECT_API_URL" not in err and "temporary local server to" not in err
+    assert served == [] and not (tmp_path / "l.sqlite").exists()
+
+
+# --- read-only commands on a ledger that does not exist yet ------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", [["budget", "show"], ["calendar"]])
+@pytest.mark.parametrize("kind", ["missing", "empty-file", "empty-database"])
+def test_read_only_commands_on_no_ledger_say_so_and_create_nothing(
+        command: list[str], kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "state" / "ledger.sqlite"
+    if kind != "missing":
+        path.parent.mkdir()
+        path.touch()
+    if kind == "empty-database":  # a real SQLite database (header written) with no tables
+        sqlite3.connect(path).execute("PRAGMA user_version = 0").connection.commit()
+    before = path.stat() if path.exists() else None
+    url = f"sqlite:///{path}"
+    assert main([*command, "--ledger", url]) == 0
+    out, err = capsys.readouterr()
+    assert out == (f"no fdp ledger at {url} yet: it is created by the first `fdp budget set` or `fdp release` "
+                   "(check --ledger / FDP_LEDGER_URL if you expected one); nothing was created\n"), (out, err)
+    assert main([*command, "--json", "--ledger", url]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out) in ({}, []) and "no fdp ledger at" in err
+    assert main([*command, "--dataset", "ds", "--ledger", url]) == 2
+    assert "dataset 'ds' is not in the ledger: no fdp ledger at" in capsys.readouterr().err
+    assert main(["audit", "verify", "--ledger", url]) == 1  # nothing to verify is not a verified chain
+    assert "no fdp ledger at" in capsys.readouterr().err
+    if before is None:
+        assert not path.exists() and not path.parent.exists()
+    else:
+        assert path.stat().st_size == before.st_size and path.stat().st_mtime_ns == before.st_mtime_ns
+
+
+def test_read_only_commands_on_an_empty_database_of_each_back_end_say_no_ledger_yet(
+        ledger_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["budget", "show", "--ledger", ledger_url]) == 0
+    assert "no fdp ledger at" in capsys.readouterr().out
+    assert main(["calendar", "--ledger", ledger_url]) == 0
+    assert "no fdp ledger at" in capsys.readouterr().out
+    assert main(["audit", "list", "--ledger", ledger_url]) == 1
+    assert "no fdp ledger at" in capsys.readouterr().err
+    assert Ledger(ledger_url).budgets() == []  # still empty: the writing open creates it now
+
+
+def test_a_database_with_other_tables_is_still_not_an_fdp_ledger(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "app.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE users (id INTEGER)")
+    assert main(["budget", "show", "--ledger", f"sqlite:///{path}"]) == 1
+    assert "not an fdp ledger" in capsys.readouterr().err
