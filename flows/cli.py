@@ -972,6 +972,7 @@ def _calendar(dataset: str | None, as_json: bool, ledger_url: str | None) -> int
         rows.append({"dataset_id": r.dataset_id, "series": series, "month": month, "state": r.state,
                      "epsilon": r.epsilon, "delta": r.delta, "release_id": r.release_id, "period_charged": r.period,
                      "flow_run_id": published or (runs[-1] if runs else None), "flow_runs": runs})
+    rows += _missing_months(rows, current_period())
     rows.sort(key=lambda x: (x["dataset_id"], x["series"], x["month"], x["release_id"]))
     if as_json:
         print(json.dumps(rows, indent=2))
@@ -984,6 +985,45 @@ def _calendar(dataset: str | None, as_json: bool, ledger_url: str | None) -> int
         print(f"{x['series']:40} {x['month']:7}  {x['state']:9} {x['epsilon']:8.4g} {x['delta']:8.2g}  "
               f"{x['release_id']:50} {x['flow_run_id'] or '-'}")
     return EXIT_OK
+
+
+#: How many months back ``fdp calendar`` lists a known series' months without an entry (a retired series drops out).
+MISSING_MONTHS_SHOWN = 12
+
+
+def _month_index(month: str) -> int:
+    return int(month[:4]) * 12 + int(month[5:7]) - 1
+
+
+def _missing_months(rows: list[dict[str, Any]], now: str) -> list[dict[str, Any]]:
+    """Rows for the months without an entry of each series the ledger knows: ``missing`` (past) or ``due`` (this month).
+
+    From the series' first month, within the last :data:`MISSING_MONTHS_SHOWN` months (this one included); a series
+    with no entry in those months is taken as retired and gets none. A series is known from its release ids ``<series>-<YYYY-MM>``; one whose runs never charged anything is not.
+    """
+    first: dict[tuple[str, str], int] = {}
+    seen: set[tuple[str, str, int]] = set()
+    for r in rows:
+        if r["series"] == "(manual)":
+            continue
+        key, month = (r["dataset_id"], r["series"]), _month_index(r["month"])
+        first[key] = min(first.get(key, month), month)
+        seen.add((*key, month))
+    end = _month_index(now)
+    window = range(end - MISSING_MONTHS_SHOWN + 1, end + 1)
+    missing = []
+    for (dataset_id, series), start in first.items():
+        if not any((dataset_id, series, month) in seen for month in window):
+            continue  # no entry for a year: taken as retired
+        for month in range(max(start, window.start), end + 1):
+            if (dataset_id, series, month) in seen:
+                continue
+            name = f"{month // 12:04d}-{month % 12 + 1:02d}"
+            missing.append({"dataset_id": dataset_id, "series": series, "month": name,
+                            "state": "due" if month == end else "missing", "epsilon": 0.0, "delta": 0.0,
+                            "release_id": f"{series}-{name}", "period_charged": None, "flow_run_id": None,
+                            "flow_runs": []})
+    return missing
 
 
 #: ``fdp audit`` commands that only read: they open the ledger read-only (an auditor's read-only copy works).

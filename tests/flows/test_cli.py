@@ -269,3 +269,45 @@ def test_calendar_lists_series_by_month_with_state_cost_and_flow_run(
     text = capsys.readouterr().out
     assert text.splitlines()[0].split() == ["series", "month", "state", "epsilon", "delta", "release", "id", "flow", "run"]
     assert "elec-mean" in text and "run-d" in text
+
+
+def test_calendar_shows_the_months_a_known_series_missed(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A month with no ledger entry (the run failed before its charge, or never ran) is listed, not silently absent."""
+    import fdpcore.ledger._store as ledger_store
+    from fdpcore.ledger import current_period
+
+    def month(back: int) -> str:
+        y, m = divmod(int(current_period()[:4]) * 12 + int(current_period()[5:]) - 1 - back, 12)
+        return f"{y:04d}-{m + 1:02d}"
+
+    url = f"sqlite:///{tmp_path / 'l.sqlite'}"
+    led = Ledger(url)
+    with monkeypatch.context() as m:  # a policy in force for two years that lets late runs go back that far
+        m.setattr(ledger_store, "_now", lambda: f"{month(24)}-01T00:00:00.000000+00:00")
+        led.set_budget("elec", 99.0, period="month", epsilon_per_period=3.0, delta_per_period=0.0,
+                       max_late_periods=1200)
+    kw = dict(dataset_id="elec", delta=0.0, config_sha256="0" * 64, summary="mean", mechanism="iclp_qr",
+              sensitivity_formula="s", budget_splits=[], internal={}, provenance={}, epsilon=1.0)
+    led.reserve(release_id=f"elec-mean-{month(3)}", period=month(3), **kw)
+    led.reserve(release_id=f"elec-mean-{month(1)}", period=month(1), **kw)
+    led.reserve(release_id=f"elec-old-{month(13)}", period=month(13), **kw)  # retired: no entry for 12 months
+    led.reserve(release_id=f"elec-new-{month(11)}", period=month(11), **kw)
+    led.reserve(release_id="by-hand", period=month(2), **kw)  # not a series id: no expectations
+    capsys.readouterr()
+    assert main(["calendar", "--json", "--ledger", url]) == 0
+    rows = [(r["series"], r["month"], r["state"], r["release_id"]) for r in json.loads(capsys.readouterr().out)]
+    assert rows == [
+        ("(manual)", month(2), "reserved", "by-hand"),
+        ("elec-mean", month(3), "reserved", f"elec-mean-{month(3)}"),
+        ("elec-mean", month(2), "missing", f"elec-mean-{month(2)}"),
+        ("elec-mean", month(1), "reserved", f"elec-mean-{month(1)}"),
+        ("elec-mean", month(0), "due", f"elec-mean-{month(0)}"),
+        ("elec-new", month(11), "reserved", f"elec-new-{month(11)}"),
+        *[("elec-new", month(b), "missing", f"elec-new-{month(b)}") for b in range(10, 0, -1)],
+        ("elec-new", month(0), "due", f"elec-new-{month(0)}"),
+        ("elec-old", month(13), "reserved", f"elec-old-{month(13)}"),
+    ]
+    assert main(["calendar", "--ledger", url]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if f"elec-mean-{month(2)}" in x)
+    assert line.split() == ["elec-mean", month(2), "missing", "0", "0", f"elec-mean-{month(2)}", "-"]
