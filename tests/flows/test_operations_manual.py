@@ -82,3 +82,32 @@ def test_readme_recovery_walkthrough_runs_as_written(state: str, tmp_path: Path,
     else:
         assert led.get(rid).state == "cancelled"
     assert led.verify() == []
+
+
+def test_steps_one_to_three_after_the_readme_demo_leave_room_for_both_series(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """README's `fdp demo` charged this dataset's month in the default ledger; the manual's steps, followed
+    literally (its exports, its `fdp budget set`), must still let both served series release this month."""
+    text = (REPO / "docs" / "operations.md").read_text()
+    steps = re.search(r"```bash\n(# 1\. start the Prefect server.*?)```", text, re.S)
+    assert steps is not None
+    demo_sha = config_sha256(load_config(REPO / "examples" / "electricity_mean_auto.yaml"))
+    demo = Ledger()
+    demo.ensure_dataset(DATASET, 100.0)  # the demo config's proposal
+    demo.reserve(release_id="demo", dataset_id=DATASET, epsilon=1.0, delta=0.0, config_sha256=demo_sha,
+                     summary="mean", mechanism="iclp_qr", sensitivity_formula="s", budget_splits=[], provenance={},
+                     internal={}, period=current_period())  # what `fdp demo` left in the default ledger
+    for line in steps.group(1).replace("\\\n", " ").splitlines():
+        line = line.replace("/srv", str(tmp_path / "srv"))
+        if line.startswith("export "):
+            name, value = line.removeprefix("export ").split("=", 1)
+            monkeypatch.setenv(name, value)
+        elif line.startswith(".venv/bin/fdp budget set"):
+            assert main(shlex.split(line)[1:]) == 0, capsys.readouterr().err
+    led = Ledger()  # the ledger every fdp command of the steps uses
+    for summary in ("mean", "covariance"):
+        config = load_config(REPO / "examples" / f"electricity_{summary}.yaml")
+        led.reserve(release_id=f"{DATASET}-{summary}-{current_period()}", dataset_id=DATASET,
+                    epsilon=config.privacy.epsilon, delta=config.privacy.delta, config_sha256=config_sha256(config),
+                    summary=summary, mechanism="m", sensitivity_formula="s", budget_splits=[], provenance={},
+                    internal={}, period=current_period())  # refused (BudgetExceededError) if the demo's ledger
