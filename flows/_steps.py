@@ -30,10 +30,12 @@ from fdp.tasks.ledger import (
     check_existing_release,
     republish_release,
 )
-from fdp.tasks.lineage import emit_lineage, lineage_started
+from fdp.tasks.lineage import emit_lineage, lineage_rewritten, lineage_started
+from prefect import get_run_logger
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
 
-from fdpcore.errors import ReleaseConflictError
+from fdpcore.errors import NotResumableError, ReleaseConflictError
+from fdpcore.ledger import Ledger, owner_may_be_running, release_owner
 
 __all__ = ["Progress", "already_published", "announce", "cancel_unless_noised", "charge"]
 
@@ -52,8 +54,47 @@ def already_published(ledger_url: str, release_id: str, config_sha256: str, out_
         )
     if existing is not None and existing.state == "published":
         attach_flow_run(ledger_url, release_id, existing.summary)
-        return republish_release(existing, out_dir)
+        return _rewritten(republish_release(existing, out_dir), release_id)
     return None
+
+
+def _rewritten(manifest: dict[str, Any], release_id: str, note: str = "") -> dict[str, Any]:
+    """A run that only re-wrote a published release's files: say so in its log, and end its lineage run (COMPLETE)."""
+    get_run_logger().info("release %s: already published — files re-written, nothing charged%s", release_id, note)
+    lineage_rewritten(release_id)
+    return manifest
+
+
+def _noised_by_a_live_run(ledger_url: str, release_id: str, config_sha256: str) -> str | None:
+    """``"noised"`` when another live run of ``release_id`` (this config) drew its noise, ``"published"``, else None.
+
+    A run that drew the noise and is still going may be publishing it right now: it is waited for, not refused.
+    """
+    record = Ledger(ledger_url).get(release_id)
+    if record is None or record.config_sha256 != config_sha256:
+        return None
+    if record.state == "published":
+        return "published"
+    if record.state == "noised" and owner_may_be_running(release_owner(record)):
+        return "noised"
+    return None
+
+
+def _charge_or_wait(ledger_url: str, release_id: str, request: ChargeRequest) -> dict[str, Any]:
+    """:func:`charge_budget`, unless another live run of the id already drew its noise (no charge: wait for it).
+
+    The ledger alone refuses a noised id whoever holds it; :func:`charge` then waits for that run's outcome.
+    """
+    waiting = {"charged": False, "published": False}
+    if _noised_by_a_live_run(ledger_url, release_id, request.config_sha256) == "noised":
+        return waiting
+    try:
+        return charge_budget(ledger_url, release_id, request)
+    except NotResumableError:  # noised between the look above and the charge: by a live run, or by one that stopped
+        state = _noised_by_a_live_run(ledger_url, release_id, request.config_sha256)
+        if state is None:
+            raise
+        return {"charged": False, "published": True} if state == "published" else waiting
 
 
 def charge(
@@ -65,8 +106,8 @@ def charge(
     ledger does not know the dataset yet; a run that fails before this step leaves no trace in the ledger.
     """
     request = request.model_copy(update={"budget_proposal": proposal})
-    outcome = charge_budget(ledger_url, release_id, request)
-    for _ in range(3):  # a reservation of this id and config exists: wait while its live run works on it
+    outcome = _charge_or_wait(ledger_url, release_id, request)
+    for _ in range(3):  # this id and config are reserved or noised: wait while their live run works on them
         if outcome["charged"] or outcome["published"]:
             break
         turn = await_other_run(ledger_url, release_id)
@@ -78,7 +119,8 @@ def charge(
         attach_flow_run(ledger_url, release_id, request.summary)
     if outcome["published"]:
         record = check_existing_release(ledger_url, release_id)
-        return republish_release(record, out_dir)
+        return _rewritten(republish_release(record, out_dir), release_id,
+                          " (another run of it published it meanwhile)")
     return None
 
 

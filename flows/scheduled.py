@@ -29,12 +29,23 @@ automations (:func:`ensure_failure_automations`), so they act even when no fdp p
   through Prefect's ``CustomWebhookNotificationBlock``: series, month, release id and the next step for
   each ledger state (the server cannot read the ledger; ``fdp audit show`` can) — never data.
 
-A run that ends *Failed* is still alive to say more: its state hook (:func:`notify_failure`) sends the
-webhook the ledger state and the month's budget with the next step. One notification per run either way.
+A run that ends *Failed* is still alive to say more: its state hook (:func:`notify_failure`) reads the
+ledger when it sends and tells the webhook the ledger state and the month's budget with the next step
+(:func:`failure_message`). A series that keeps failing for the same cause (a minute cron, an exhausted
+allowance) notifies once per series, month and cause: the hook remembers what it sent in fdp's state
+directory (:func:`already_notified`), and a completed run of the series forgets it.
+
+Two runs of one release id at once (a re-trigger while a run is still going, or two runs after a
+restart): the one that finds the id reserved or noised by the other, live, run waits for it (up to
+``$FDP_WAIT_SECONDS``) and, when that run publishes, completes by re-writing the files from the
+ledger, charging nothing (docs/audit.md, "The same release id twice at once").
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import math
 import os
 from datetime import UTC, datetime
 from pathlib import Path
@@ -46,11 +57,19 @@ from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 
 from fdpcore.errors import ConfigError
-from fdpcore.ledger import Ledger, current_period, default_ledger_url
+from fdpcore.ledger import (
+    Ledger,
+    current_period,
+    default_ledger_url,
+    owner_may_be_running,
+    release_owner,
+    state_dir,
+    wait_seconds,
+)
 
-__all__ = ["DEFAULT_CRON", "MISSED_HEARTBEATS", "NEXT_STEP", "crash_message_template", "ensure_failure_automations",
-           "failure_automations", "failure_message", "heartbeat_seconds", "notify_failure", "release_calendar",
-           "scheduled_release", "scheduled_run_name"]
+__all__ = ["BUDGET_STEP", "DEFAULT_CRON", "LIVE_STEP", "MISSED_HEARTBEATS", "NEXT_STEP", "already_notified",
+           "crash_message_template", "ensure_failure_automations", "failure_automations", "failure_message",
+           "forget_notified", "heartbeat_seconds", "notify_failure", "release_calendar", "scheduled_release", "scheduled_run_name"]
 
 #: The next step for each ledger state of a failed run (docs/operations.md, "Recovering a failed run").
 NEXT_STEP = {
@@ -61,6 +80,27 @@ NEXT_STEP = {
               "allowance is spent, then `fdp release CONFIG --release-id {release_id}-b --period {period}`",
     "published": "the release is published: trigger the deployment again to re-write its files",
     "cancelled": "the reservation was given back: trigger the deployment again",
+}
+
+#: The next step when the ledger shows another live run holding the release (reserved or noised by a process that
+#: may still be running): it may be publishing it right now, so no new release id is advised.
+LIVE_STEP = ("another run of this release is publishing it right now (it holds the release in the ledger): check "
+             "`fdp audit show {release_id}` in {minutes} minutes — once it is published, nothing is lost (trigger the "
+             "deployment again to re-write its files)")
+
+#: The next step of a run refused for budget (nothing was charged), by what ran out.
+BUDGET_STEP = {
+    "period": "nothing was charged: the {period} allowance of dataset {dataset} cannot pay for this release. Either "
+              "the privacy officer adds to it (`fdp budget grant {dataset} --period {period} --epsilon E`) and you "
+              "trigger the deployment again, or wait for the next month: the series' first run in it is charged to "
+              "that month's allowance",
+    "total": "nothing was charged: the total budget of dataset {dataset} cannot pay for this release, and no later "
+             "run of the series can be charged until the privacy officer raises it (`fdp budget set {dataset} "
+             "--epsilon E ...`); then trigger the deployment again",
+    "proposal": "nothing was charged: the config's `budget:` proposal for dataset {dataset} (not in the ledger yet) "
+                "cannot pay for this release: raise it in the config and restart `fdp serve`, or have the privacy "
+                "officer set the dataset's policy (`fdp budget set {dataset} --epsilon E ...`) and trigger the "
+                "deployment again",
 }
 
 
@@ -189,15 +229,40 @@ def scheduled_run_name() -> str:
     return release_calendar(str(flow_run.parameters.get("series", "release")), _scheduled_start())[1]
 
 
-def failure_message(series: str, period: str, state_name: str, ledger_url: str | None, dataset_id: str | None) -> str:
-    """The notification text of a failed run: series, month, ledger state and budget, next step (no data)."""
+def _budget_cause(cause: str) -> str | None:
+    """``"period"`` or ``"total"`` when the run's message is a budget refusal (BudgetExceededError), else None."""
+    if "BudgetExceededError" not in cause:
+        return None
+    return "period" if "allowance of period" in cause else "total"
+
+
+def failure_message(series: str, period: str, state_name: str, ledger_url: str | None, dataset_id: str | None,
+                    cause: str = "") -> str:
+    """The notification text of a failed run: series, month, ledger state and budget, next step (no data).
+
+    It reads the ledger when it is called (at send time), so a release published meanwhile is told as published.
+    ``cause`` is the run's state message; only its kind is used (a budget refusal and what ran out), never its
+    text. A release held by another live run is told as possibly publishing (:data:`LIVE_STEP`), never as lost.
+    """
+    ledger_text, budget_text, step = _failure_parts(series, period, ledger_url, dataset_id, cause)
+    return (f"fdp: scheduled release {series}-{period} (series {series}, month {period}) ended {state_name}. "
+            f"Ledger: {ledger_text}. Budget: {budget_text}. Next step: {step} "
+            "(docs/operations.md, Recovering a failed run).")
+
+
+def _failure_parts(series: str, period: str, ledger_url: str | None, dataset_id: str | None,
+                   cause: str) -> tuple[str, str, str]:
+    """(ledger state, budget, next step) of :func:`failure_message`, read from the ledger now."""
     release_id = f"{series}-{period}"
-    record, budget_text = None, "unknown (the ledger could not be read)"
+    record, budget_text, live, has_policy = None, "unknown (the ledger could not be read)", False, True
+    dataset = dataset_id
     try:
         ledger = Ledger(ledger_url or default_ledger_url(), read_only=True)
         record = ledger.get(release_id)
         dataset = dataset_id or (record.dataset_id if record is not None else None)
         budgets = ledger.budgets(dataset) if dataset else []
+        live = record is not None and record.state in ("reserved", "noised") and owner_may_be_running(
+            release_owner(record))
         if budgets:
             b = budgets[0]
             month = next((p for p in b.periods if p.period == period), None)
@@ -205,13 +270,65 @@ def failure_message(series: str, period: str, state_name: str, ledger_url: str |
             if month is not None and month.allowance is not None and month.remaining is not None:
                 budget_text += (f"; {period}: spent epsilon {month.spent[0]:.6g} of {month.allowance[0]:g} allowed, "
                                 f"remaining {month.remaining[0]:.6g}")
+        else:
+            has_policy = False
+            budget_text = f"no budget policy for dataset {dataset} yet" if dataset else "no budget policy yet"
     except Exception:  # noqa: BLE001 - a notification is sent even when the ledger is the problem
         pass
     ledger_state = record.state if record is not None else "none"
-    step = NEXT_STEP.get(ledger_state, NEXT_STEP["none"]).format(release_id=release_id, period=period)
-    return (f"fdp: scheduled release {release_id} (series {series}, month {period}) ended {state_name}. "
-            f"Ledger: {'no entry' if record is None else ledger_state}. Budget: {budget_text}. Next step: {step} "
-            "(docs/operations.md, Recovering a failed run).")
+    budget = _budget_cause(cause)
+    if live:
+        step = LIVE_STEP.format(release_id=release_id, minutes=max(1, math.ceil(wait_seconds() / 60)))
+    elif ledger_state == "none" and budget is not None:
+        step = BUDGET_STEP[budget if has_policy else "proposal"].format(period=period, dataset=dataset or "?")
+    else:
+        step = NEXT_STEP.get(ledger_state, NEXT_STEP["none"]).format(release_id=release_id, period=period)
+    return "no entry" if record is None else ledger_state, budget_text, step
+
+
+def _notified_path() -> Path:
+    return state_dir() / "notified.json"
+
+
+def _read_notified() -> dict[str, Any]:
+    try:
+        data = json.loads(_notified_path().read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _write_notified(data: dict[str, Any]) -> None:
+    path = _notified_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(json.dumps(data, sort_keys=True))
+    os.replace(tmp, path)
+
+
+def already_notified(series: str, period: str, cause: str) -> bool:
+    """Whether a failure of ``series`` in ``period`` for this ``cause`` was already sent; records it if not.
+
+    The record is ``<fdp state dir>/notified.json`` (``$FDP_STATE_DIR``; on the machine that runs ``fdp serve``):
+    per series, the month and a SHA-256 of the cause (the run's final state, the release's ledger state and the
+    run's error message; the file holds no message). A new month, another cause, or a completed run of the series
+    in between (:func:`forget_notified`) notifies again.
+    """
+    digest = hashlib.sha256(cause.encode()).hexdigest()
+    data = _read_notified()
+    if data.get(series) == {"period": period, "cause": digest}:
+        return True
+    data[series] = {"period": period, "cause": digest}
+    _write_notified(data)
+    return False
+
+
+def forget_notified(series: str) -> None:
+    """A completed run of ``series``: its next failure notifies again, whatever its cause."""
+    data = _read_notified()
+    if series in data:
+        del data[series]
+        _write_notified(data)
 
 
 def notify_failure(flow: Any, run: Any, state: Any) -> None:
@@ -228,7 +345,14 @@ def notify_failure(flow: Any, run: Any, state: Any) -> None:
     series = str(params.get("series", "?"))
     start = run.expected_start_time or datetime.now(UTC)
     period, release_id = release_calendar(series, start)
-    text = failure_message(series, period, state.name, params.get("ledger_url"), params.get("dataset_id"))
+    cause = str(state.message or "")
+    ledger_text, _, step = _failure_parts(series, period, params.get("ledger_url"), params.get("dataset_id"), cause)
+    if already_notified(series, period, "\n".join((state.name, ledger_text, step, cause))):
+        get_run_logger().info("a failure of series %s in %s with the same cause was already notified: no webhook "
+                              "sent this time (a completed run, a new month or another cause notifies again)",
+                              series, period)
+        return
+    text = failure_message(series, period, state.name, params.get("ledger_url"), params.get("dataset_id"), cause)
     block = CustomWebhookNotificationBlock(
         name="fdp-failed-release", url=url, allow_private_urls=True, timeout=10,
         json_data={"text": "{{body}}", "subject": "{{subject}}", "series": series, "month": period,
@@ -276,4 +400,5 @@ def scheduled_release(
         config=config, config_sha256=digest, config_dir=str(Path(config_path).resolve().parent),
         out_dir=str(out_dir), ledger_url=url, release_id=release_id, period=period,
     )
+    forget_notified(series)  # the series works again: its next failure is told, whatever its cause
     return manifest

@@ -1,4 +1,9 @@
-"""Lineage shared by every release flow: OpenLineage START, then COMPLETE (published) or FAIL/ABORT events."""
+"""Lineage shared by every release flow: OpenLineage START, then exactly one COMPLETE or FAIL/ABORT event per run.
+
+A run that publishes ends with the release's COMPLETE event (its ``fdp_privacy`` facet, :func:`emit_lineage`); a run
+that only re-writes the files of a release already published ends with a plain COMPLETE event of its own run id
+(:func:`lineage_rewritten`: no facet, so a consumer that counts releases or sums epsilon counts each release once).
+"""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ from prefect.runtime import flow_run
 from fdpcore.io.lineage import emit_release_event, emit_state_event
 from fdpcore.ledger import Ledger
 
-__all__ = ["emit_lineage", "lineage_failed", "lineage_started"]
+__all__ = ["emit_lineage", "lineage_failed", "lineage_rewritten", "lineage_started"]
 
 
 def lineage_started(release_id: str) -> None:
@@ -20,6 +25,14 @@ def lineage_started(release_id: str) -> None:
         emit_state_event("START", run_id=str(flow_run.id), job_name=str(flow_run.flow_name), release_id=release_id)
     except Exception as exc:  # noqa: BLE001 - lineage never stops a release
         get_run_logger().warning("lineage START for %s not emitted: %s", release_id, type(exc).__name__)
+
+
+def lineage_rewritten(release_id: str) -> None:
+    """Emit the ``COMPLETE`` event of this flow run when it re-wrote a published release's files (best effort)."""
+    try:
+        emit_state_event("COMPLETE", run_id=str(flow_run.id), job_name=str(flow_run.flow_name), release_id=release_id)
+    except Exception as exc:  # noqa: BLE001 - lineage never stops a release
+        get_run_logger().warning("lineage COMPLETE for %s not emitted: %s", release_id, type(exc).__name__)
 
 
 def lineage_failed(flow: Any, run: Any, state: Any) -> None:
