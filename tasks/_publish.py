@@ -250,7 +250,7 @@ def release_note(manifest: dict[str, Any], budget: dict[str, Any], period: str, 
     return "\n".join([
         f"# {manifest['summary'].capitalize()} curve release `{manifest['release_id']}`",
         "",
-        _protection(manifest),
+        protection_text(manifest),
         "",
         f"**How.** The average curve was computed from curves clipped to norm {par['tau']:g} (after a public rescaling), "
         f"smoothed, and perturbed with random noise ({manifest['mechanism']} mechanism, {par['kernel']['name']} kernel).",
@@ -297,18 +297,52 @@ def accuracy_text(manifest: dict[str, Any]) -> str | None:
     return f"expected L2 error of {what} {error:.4g} ({norm})"
 
 
-def _protection(manifest: dict[str, Any]) -> str:
+def protection_text(manifest: dict[str, Any]) -> str:
+    """The release note's "What is protected" paragraph, as sentences, for every summary.
+
+    It names the privacy unit and says what the guarantee means in words; when the guarantee has several
+    parts (a budget bought ``tau``, a design-moment share) the manifest's own statement follows, as a sentence.
+    """
     p = manifest["privacy"]
-    if manifest["parameters"].get("non_private"):
+    if (manifest.get("parameters") or {}).get("non_private"):
         return f"**NOT PROTECTED.** {p['guarantee']}"
+    unit, eps, n = p["privacy_unit"], p["epsilon"], manifest["n"]
+    text = (f"**What is protected.** Each record is one *{unit}*. Whether or not any one of them is in the data "
+            f"changes the probability of any published result by at most a factor e^{eps:g}")
     if p["delta"] > 0:
-        return (f"**What is protected.** Each record is one *{p['privacy_unit']}*. Whether or not any one of them is in "
-                f"the data changes the probability of any published result by at most a factor e^{p['epsilon']:g}, "
-                f"except with probability {p['delta']:g} (({p['epsilon']:g}, {p['delta']:g})-differential privacy, "
-                f"replace-one adjacency; the number of records n = {manifest['n']} is public).")
-    return (f"**What is protected.** Each record is one *{p['privacy_unit']}*. Whether or not any one of them is in the "
-            f"data changes the probability of any published result by at most a factor e^{p['epsilon']:g} "
-            f"({p['epsilon']:g}-differential privacy, replace-one adjacency; the number of records n = {manifest['n']} is public).")
+        text += (f", except with probability {p['delta']:g} (({eps:g}, {p['delta']:g})-differential privacy, "
+                 f"replace-one adjacency; the number of records n = {n} is public).")
+    else:
+        text += f" ({eps:g}-differential privacy, replace-one adjacency; the number of records n = {n} is public)."
+    parts = manifest.get("budget_splits") or []
+    if len(parts) > 1:
+        guarantee = str(p["guarantee"]).strip().rstrip(".")
+        text += f" In full: {guarantee[:1].upper()}{guarantee[1:]}."
+    return text
+
+
+def covariance_released_text(manifest: dict[str, Any]) -> str:
+    """What a covariance release holds, exactly, for its centring (docs/summaries/covariance.md).
+
+    With a public centre ``c`` the surface is the second moment about ``c``, which is the covariance only where
+    ``c`` matches the mean; with ``private_mean`` or ``sample_mean`` it is the covariance about that mean.
+    """
+    par = manifest["parameters"]
+    size, center = par["grid"]["size"], par["centering"]
+    if center["kind"] == "public":
+        centre = ("a public reference curve" if center.get("reference") else
+                  f"the public constant value_offset = {par.get('value_offset', 0.0):g}")
+        what = (f"The second moment of the curves about {centre} (the centre c) on a {size} x {size} grid: "
+                "(1/n) Σ (X_i − c)(X_i − c)ᵀ, which is the covariance plus (X̄ − c) ⊗ (X̄ − c), X̄ the mean curve. "
+                "It is the covariance about the mean only where the centre matches the mean; elsewhere the "
+                "rank-one term adds to the surface and its leading eigenfunction")
+    elif center["kind"] == "private_mean":
+        what = (f"The covariance surface of the curves about the published private mean release "
+                f"`{center.get('release_id')}` on a {size} x {size} grid")
+    else:
+        what = f"The covariance surface of the curves about their sample mean on a {size} x {size} grid"
+    return f"**What is released.** {what}, smoothed and perturbed with Laplace-process noise, and its " \
+           f"{par['n_components']} leading eigenfunctions."
 
 
 def artifact_prefix(config: Any) -> str:

@@ -28,7 +28,7 @@ from fdp.schemas.engine import StreamBatch
 from fdp.tasks import _publish
 from fdp.tasks._plots import surface_png
 from fdp.tasks._settings import data_task, noise_task
-from fdp.tasks.ledger import close_release, mark_noised, provenance
+from fdp.tasks.ledger import close_release, mark_noised, period_and_budget, provenance
 from fdp.tasks.planning import alignment_rule, covariance_plan, curve_error_text, expected_l2_error, release_grid
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
@@ -247,21 +247,17 @@ def publish_summary(
     """Ledger first, then files, then the keyed Prefect artifacts (release note and budget-split table)."""
     public = close_release(ledger_url, release_id, public)  # first: a crash after this is recovered by a re-run from the ledger
     manifest = _publish.write_release(public, Path(out_dir))
-    dataset_id = config.dataset.id
-    budget = Ledger(ledger_url).budgets(dataset_id)[0].as_dict()
+    period, budget = period_and_budget(ledger_url, release_id)
     key = _publish.artifact_prefix(config)
     summary = manifest["summary"]
-    p = manifest["privacy"]
     create_markdown_artifact(key=f"{key}-release-note", description=f"Release note of {release_id}", markdown="\n".join([
         f"# {summary.capitalize()} release `{release_id}`", "",
-        f"**What is protected.** Each record is one *{p['privacy_unit']}*. {p['guarantee']}.", "",
+        _publish.protection_text(manifest), "",
         note, "",
         *((f"![released {summary}](data:image/png;base64,{public['files'][_publish.PLOT_FILE]})", "")
           if _publish.PLOT_FILE in public["files"] else ()),
-        f"**Budget.** This release spent ε = {p['epsilon']:g} ("
-        + ", ".join(f"{s['name']}: {s['epsilon']:g}" for s in manifest["budget_splits"])
-        + f"). Dataset `{dataset_id}`: total ε = {budget['total']['epsilon']:g}, spent ε = "
-        f"{budget['spent']['epsilon']:g}, remaining ε = {budget['remaining']['epsilon']:g}.", "",
+        _publish.budget_text(manifest, budget, period) + " Parts of this release: "
+        + ", ".join(f"{s['name']} ε = {s['epsilon']:g}" for s in manifest["budget_splits"]) + ".", "",
         "| file | sha256 |", "| --- | --- |", *(f"| {o['path']} | `{o['sha256']}` |" for o in manifest["outputs"]),
     ]))
     create_table_artifact(key=f"{key}-budget-splits", table=manifest["budget_splits"],
@@ -277,9 +273,7 @@ def publish_covariance(
     """Close the ledger entry, write the surface and eigenfunction Parquet files + manifest, create the artifacts."""
     public = public_covariance_release(release_id, config, plan, coefficients, provenance(config_sha256, public=True))
     m = public["manifest"]
-    note = (f"**What is released.** The covariance surface of the curves on a {m['parameters']['grid']['size']} x "
-            f"{m['parameters']['grid']['size']} grid (centring: {m['parameters']['centering']['kind']}), smoothed and "
-            f"perturbed with Laplace-process noise, and its {m['parameters']['n_components']} leading eigenfunctions. "
+    note = (_publish.covariance_released_text(m) + " "
             f"Expected L2 size of the noise: {m['noise']['expected_l2_error']:.4g} (before the PSD projection: "
             f"{curve_error_text('covariance', m['parameters']['grid']['domain'], m['parameters']['time_domain'])}); "
             "it comes from the mechanism alone, not from the data.")

@@ -242,11 +242,11 @@ def publish_fpca(
 
 def fpca_release_note(manifest: dict[str, Any], budget: dict[str, Any], period: str, png_b64: str) -> str:
     """Markdown for a non-expert, with the plot of the released curves (private values only)."""
-    p, s, par = manifest["privacy"], manifest["sampler"], manifest["parameters"]
+    s, par = manifest["sampler"], manifest["parameters"]
     return "\n".join([
         f"# Private principal components `{manifest['release_id']}`",
         "",
-        f"**What is protected.** Each record is one *{p['privacy_unit']}*. {p['guarantee']}.",
+        _publish.protection_text(manifest),
         "",
         f"**What is released.** The span of {par['n_components']} principal component curve(s) of the curves clipped to "
         f"norm {par['tau']:g}, drawn once from the exponential mechanism over {par['basis']['n_basis']} smooth basis "
