@@ -66,7 +66,7 @@ def test_covariance_release_publishes_surface_eigenfunctions_manifest_ledger_and
     assert record is not None and record.state == "published" and record.summary == "covariance"
     assert record.internal["counts"]["n_rows"] == 24384
     notes = artifacts("adelaide-electricity-monday-covariance-release-note")
-    assert notes and "Monday demand curve" in notes[-1] and "covariance: 1" in notes[-1]
+    assert notes and "Monday demand curve" in notes[-1] and "Parts of this release: covariance ε = 1." in notes[-1]
     assert artifacts("adelaide-electricity-monday-covariance-budget-splits")
 
     # idempotent re-run: same files, nothing charged
