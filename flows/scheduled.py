@@ -396,9 +396,13 @@ def scheduled_release(
     url = ledger_url or default_ledger_url()
     out_dir = Path(out_root) / series / period
     summary_flow: Any = SUMMARIES[config.summary].flow
-    manifest: dict[str, Any] = summary_flow.with_options(flow_run_name=release_id)(
+    state = summary_flow.with_options(flow_run_name=release_id)(
         config=config, config_sha256=digest, config_dir=str(Path(config_path).resolve().parent),
-        out_dir=str(out_dir), ledger_url=url, release_id=release_id, period=period,
+        out_dir=str(out_dir), ledger_url=url, release_id=release_id, period=period, return_state=True,
     )
+    manifest: dict[str, Any] = state.result()  # raises the summary flow's own error when it failed
+    if manifest.get("provenance", {}).get("flow_run_id") != str(state.state_details.flow_run_id):
+        # published by another run (earlier, or while this one waited): the same line as the summary's run, here too
+        get_run_logger().info("release %s: already published — files re-written, nothing charged", release_id)
     forget_notified(series)  # the series works again: its next failure is told, whatever its cause
     return manifest
