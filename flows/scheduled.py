@@ -17,7 +17,7 @@ release id:
 The run is charged to that period: when the dataset's allowance for the period (or its total) is
 exhausted, the run fails with the budget message (visible in the Prefect UI), and nothing is spent.
 
-Nobody misses a failed month (docs/operations.md). A served run's process sends Prefect flow-run
+Failed and crashed runs are notified (docs/operations.md, which also says what is not: a clean stop, a dead serve between ticks). A served run's process sends Prefect flow-run
 heartbeats every :func:`heartbeat_seconds`; for each series ``fdp serve`` keeps two server-side Prefect
 automations (:func:`ensure_failure_automations`), so they act even when no fdp process is left:
 

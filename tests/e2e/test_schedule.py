@@ -132,4 +132,9 @@ def test_the_scheduler_publishes_two_series_of_one_dataset_by_itself(prefect_ser
     assert ledger.budgets(DATASET)[0].spent == (2.0, 0.0)  # both series charged the dataset's shared budget once
     assert ledger.verify() == []
     server_log = Path(str(prefect_server["log"])).read_text(errors="replace")
-    assert "Traceback" not in server_log and "InvalidRequestError" not in server_log, server_log[-3000:]
+    assert "InvalidRequestError" not in server_log and "bulk_dml" not in server_log, server_log[-3000:]
+    # Prefect's own SQLite server logs (and retries) "database is locked" when the machine is busy; any other
+    # traceback in the server is a failure (e.g. the 3.8 scheduler's bulk DML error with SQLAlchemy 2.1)
+    tracebacks = server_log.split("Traceback (most recent call last):")[1:]
+    unexpected = [t for t in tracebacks if "database is locked" not in t]
+    assert not unexpected, unexpected[0][-3000:]
