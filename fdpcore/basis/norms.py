@@ -15,10 +15,9 @@ has zero variance there, MATH.md §1.4). They satisfy
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
+from fdpcore import _validate
 from fdpcore._typing import AnyArray, ArrayLike, NDArrayFloat
 from fdpcore.basis.eigen import Eigenbasis
 from fdpcore.basis.tensor import TensorEigenbasis
@@ -40,13 +39,7 @@ Basis = Eigenbasis | TensorEigenbasis
 
 
 def _exponent(s: float) -> float:
-    try:
-        v = float(s)
-    except (TypeError, ValueError):
-        raise DomainError(f"s ({s!r}) must be a finite number") from None
-    if not math.isfinite(v):
-        raise DomainError(f"s ({s!r}) must be a finite number")
-    return v
+    return _validate.finite("s", s)
 
 
 def _kept_spectrum(basis: Basis) -> tuple[NDArrayFloat, NDArrayFloat]:

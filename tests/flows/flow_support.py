@@ -102,3 +102,27 @@ def assert_claims_agree(manifest: dict[str, Any], record: Any) -> None:
     sampler = manifest.get("sampler")
     if sampler is not None:
         assert sampler["exact"] is True and "exact draw" in text
+
+
+def small_csv_release(tmp_path: Path, name: str, **extra: object) -> Path:
+    """A small CSV dataset (30 units x 6 times) and its release config ``<name>.yaml`` (dataset id ``name``,
+    tau 1, epsilon 1 of a proposed 3); ``extra`` adds top-level config blocks (e.g. ``release``)."""
+    rows = ["unit,t,value"]
+    for u in range(30):
+        rows += [f"u{u},{t},{(u % 7) / 10 + t / 10}" for t in range(6)]
+    (tmp_path / "curves.csv").write_text("\n".join(rows) + "\n")
+    cfg = {
+        "dataset": {"id": name, "path": "curves.csv", "format": "csv", "unit_column": "unit", "time_column": "t",
+                    "value_column": "value", "privacy_unit": "one unit", "time_domain": [0.0, 5.0]},
+        "grid": {"rule": "midpoint", "size": 8, "domain": [0.0, 1.0]},
+        "estimator": "iclp_qr",
+        "kernel": {"name": "matern", "nu": 1.5, "rho": 0.2},
+        "clipping": {"tau": 1.0},
+        "privacy": {"epsilon": 1.0},
+        "budget": {"epsilon": 3.0},
+        **extra,
+    }
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+

@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 import yaml
 from fdp.flows.cli import main
+from flow_support import small_csv_release
 from prefect.settings import PREFECT_API_URL
 
 from fdpcore.ledger import Ledger
@@ -36,22 +37,7 @@ DRIVER = Path(__file__).with_name("crash_driver.py")
 @pytest.fixture
 def small_release(tmp_path: Path) -> tuple[Path, str]:
     """A small CSV dataset (30 units x 6 times) and its release config; returns (config, ledger url)."""
-    rows = ["unit,t,value"]
-    for u in range(30):
-        rows += [f"u{u},{t},{(u % 7) / 10 + t / 10}" for t in range(6)]
-    (tmp_path / "curves.csv").write_text("\n".join(rows) + "\n")
-    cfg = {
-        "dataset": {"id": "race", "path": "curves.csv", "format": "csv", "unit_column": "unit", "time_column": "t",
-                    "value_column": "value", "privacy_unit": "one unit", "time_domain": [0.0, 5.0]},
-        "grid": {"rule": "midpoint", "size": 8, "domain": [0.0, 1.0]},
-        "estimator": "iclp_qr",
-        "kernel": {"name": "matern", "nu": 1.5, "rho": 0.2},
-        "clipping": {"tau": 1.0},
-        "privacy": {"epsilon": 1.0},
-        "budget": {"epsilon": 3.0},
-    }
-    path = tmp_path / "race.yaml"
-    path.write_text(yaml.safe_dump(cfg))
+    path = small_csv_release(tmp_path, "race")
     return path, f"sqlite:///{tmp_path / 'ledger.sqlite'}"
 
 

@@ -19,9 +19,9 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-import yaml
 from fdp.flows.config import config_sha256, load_config
 from fdp.flows.scheduled import already_notified, failure_message, forget_notified, notify_failure
+from flow_support import small_csv_release
 from prefect.logging import disable_run_logger
 from prefect.settings import PREFECT_API_URL
 
@@ -34,23 +34,7 @@ SERIES = "sched-mean"
 @pytest.fixture
 def series(tmp_path: Path) -> dict[str, Any]:
     """A small CSV dataset (30 units x 6 times), its release config of series ``sched-mean`` and run parameters."""
-    rows = ["unit,t,value"]
-    for u in range(30):
-        rows += [f"u{u},{t},{(u % 7) / 10 + t / 10}" for t in range(6)]
-    (tmp_path / "curves.csv").write_text("\n".join(rows) + "\n")
-    cfg = {
-        "dataset": {"id": "sched", "path": "curves.csv", "format": "csv", "unit_column": "unit", "time_column": "t",
-                    "value_column": "value", "privacy_unit": "one unit", "time_domain": [0.0, 5.0]},
-        "grid": {"rule": "midpoint", "size": 8, "domain": [0.0, 1.0]},
-        "estimator": "iclp_qr",
-        "kernel": {"name": "matern", "nu": 1.5, "rho": 0.2},
-        "clipping": {"tau": 1.0},
-        "privacy": {"epsilon": 1.0},
-        "budget": {"epsilon": 3.0},
-        "release": {"name": SERIES},
-    }
-    path = tmp_path / "sched.yaml"
-    path.write_text(yaml.safe_dump(cfg))
+    path = small_csv_release(tmp_path, "sched", release={"name": SERIES})
     url = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
     params = {"config_path": str(path), "series": SERIES, "config_sha256_served": config_sha256(load_config(path)),
               "ledger_url": url, "out_root": str(tmp_path / "releases"), "dataset_id": "sched"}
