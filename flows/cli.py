@@ -718,6 +718,12 @@ def _unexpected(exc: BaseException) -> str:
     if isinstance(exc, MemoryError):
         return (f"memory ran out{where}; give the process more memory, or use a smaller grid or less data "
                 "(engine: local reads the data in chunks)")
+    status = getattr(getattr(exc, "response", None), "status_code", None)
+    if type(exc).__name__ == "PrefectHTTPStatusError" and isinstance(status, int) and status >= 500:
+        return (f"the Prefect server answered HTTP {status}{where}: it is overloaded or failing (e.g. its own SQLite "
+                "database locked on a busy machine; a PostgreSQL-backed server holds more load). Check the server's "
+                "log and run again; what this run charged, if anything, is in the ledger (`fdp audit show` the "
+                "release id; docs/audit.md, crash table)")
     if os.environ.get("FDP_DEBUG"):
         return f"unexpected {type(exc).__name__}{where}: {exc}"
     return (f"unexpected {type(exc).__name__}{where}; this is a bug in fdp or its environment. Its text is withheld "

@@ -311,3 +311,18 @@ def test_calendar_shows_the_months_a_known_series_missed(
     assert main(["calendar", "--ledger", url]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if f"elec-mean-{month(2)}" in x)
     assert line.split() == ["elec-mean", month(2), "missing", "0", "0", f"elec-mean-{month(2)}", "-"]
+
+
+def test_a_prefect_server_error_is_named_as_the_server_s_not_as_a_bug_in_fdp() -> None:
+    """An HTTP 5xx from an overloaded Prefect server (seen with 16 racing releases on a busy machine) says so."""
+    import httpx
+    from fdp.flows.cli import _unexpected
+    from prefect.exceptions import PrefectHTTPStatusError
+
+    request = httpx.Request("POST", "http://127.0.0.1:4200/api/flow_runs/")
+    err = PrefectHTTPStatusError("Server error '500 Internal Server Error'", request=request,
+                                 response=httpx.Response(500, request=request))
+    text = _unexpected(err)
+    assert "the Prefect server answered HTTP 500" in text and "bug in fdp" not in text and "fdp audit show" in text
+    client = PrefectHTTPStatusError("Client error '422'", request=request, response=httpx.Response(422, request=request))
+    assert "bug in fdp" in _unexpected(client)  # a 4xx is a request fdp made wrongly
