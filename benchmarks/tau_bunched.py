@@ -39,7 +39,7 @@ CELLS = ((0.35, 20, 8.0, 0.04), (0.7, 50, 4.0, 0.04), (0.7, 50, 1.0, 0.04), (0.5
 def superseded() -> None:
     """Install tuning.tau.dp_norm_quantile@1's draw: 10 candidates per decade, the norms read as they are."""
     quantiles.tau_candidates.__defaults__ = (10,)
-    quantiles.dither_norms = lambda norms, candidates, rng=None: np.asarray(norms, dtype=np.float64)  # type: ignore[assignment]
+    quantiles.dither_norms = lambda norms, candidates: np.asarray(norms, dtype=np.float64)  # type: ignore[assignment]
 
 
 def main() -> None:

@@ -99,7 +99,7 @@ class MeanDatasetSpec(DatasetSpec):
 class ReferenceCurveSpec(Frozen):
     """A public reference curve subtracted from every record before clipping (public centring, MATH.md §10.2).
 
-    The same block centres the mean (``centering``, formula ``estimator.mean.public_reference@1``: added back
+    The same block centres the mean (``centering``, formula ``preprocess.public_reference@1``: added back
     after the noise), FoSR (added back to the intercept curve), FPCA and a public covariance centre.
     """
 
@@ -324,7 +324,7 @@ class ReleaseConfig(Frozen):
     kernel: dict[str, Any] = Field(description="noise kernel mapping, e.g. {name: matern, nu: 1.5, rho: 0.1}")
     centering: ReferenceCurveSpec | None = Field(
         None, description="public reference curve r(t) subtracted from every record before clipping and added back "
-        "after the noise (estimator.mean.public_reference@1): the release is r + value_scale x DP mean of "
+        "after the noise (preprocess.public_reference@1): the release is r + value_scale x DP mean of "
         "(X_i - r)/value_scale, and a unit that cannot be aligned contributes r; omit to centre on value_offset")
     clipping: MeanClippingSpec = Field(description="public clipping radius tau of each (rescaled) record (MATH.md §1.7)")
     tuning: TuningSpec = Field(default_factory=lambda: TuningSpec(),

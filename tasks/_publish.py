@@ -255,6 +255,7 @@ def release_note(manifest: dict[str, Any], budget: dict[str, Any], period: str, 
         f"**How.** The average curve was computed from curves clipped to norm {par['tau']:g} (after a public rescaling), "
         f"smoothed, and perturbed with random noise ({manifest['mechanism']} mechanism, {par['kernel']['name']} kernel).",
         "",
+        *((_reference_text(par["centering"]), "") if par.get("centering") else ()),
         f"**Accuracy (noise only).** Expected L2 size of the noise: {nz['expected_l2_error']:.4g} "
         f"({curve_error_text(manifest['summary'], par['grid']['domain'], par['time_domain'])}). "
         f"At each time point the noise lies within ±{nz['band_half_width_max']:.4g} with probability "
@@ -268,6 +269,14 @@ def release_note(manifest: dict[str, Any], budget: dict[str, Any], period: str, 
         "| --- | --- |",
         *(f"| {o['path']} | `{o['sha256']}` |" for o in manifest["outputs"]),
     ])
+
+
+def _reference_text(centering: dict[str, Any]) -> str:
+    """The mean note's paragraph on its public reference curve (``preprocess.public_reference@1``)."""
+    return (f"**Reference curve.** The curves were centred on a public reference curve ({centering['source']}) before "
+            "clipping, and it was added back after the noise: the release is the reference plus the private mean of "
+            "the differences from it, so clipping and smoothing pull it towards the reference (not towards a "
+            "constant); a unit whose curve could not be aligned counts as the reference itself.")
 
 
 def accuracy_text(manifest: dict[str, Any]) -> str | None:

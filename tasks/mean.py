@@ -12,17 +12,11 @@ from fdp.tasks.ledger import close_release, mark_noised, period_and_budget, prov
 from fdp.tasks.planning import alignment_requirement, end_gap, mean_plan, public_choices, release_grid
 
 import fdpcore
-from fdpcore.data.preprocess import align_long, clip_l2, rescale_long
+from fdpcore.data.preprocess import add_reference, align_long, centre_on_reference, clip_l2, rescale_long
 from fdpcore.io import read_long_table
 from fdpcore.noise.quantiles import PublicChoice, draw_public_choice, record_levels, record_norms
 from fdpcore.summaries.fpca import reference_on_grid
-from fdpcore.summaries.mean import (
-    add_reference,
-    centre_on_reference,
-    draw_mean_release,
-    select_mean_parameters,
-    summarise_mean,
-)
+from fdpcore.summaries.mean import draw_mean_release, select_mean_parameters, summarise_mean
 
 __all__ = ["charge_request", "check_same_cost", "choose_public_parameters", "clip_curves", "draw_noise", "load_curves",
            "mean_reference", "plan_public_choices", "plan_release", "publish_release", "release_grid", "select_parameters",
@@ -199,8 +193,8 @@ def publish_release(
     public = close_release(ledger_url, release_id, public)  # first: a crash after this is recovered by a re-run from the ledger
     manifest = _publish.write_release(public, Path(out_dir))
     period, budget = period_and_budget(ledger_url, release_id)
-    note = _publish.release_note(manifest, budget, period, public["files"][_publish.PLOT_FILE])
-    _publish.create_artifacts(manifest, reference_note(manifest, note), config)
+    _publish.create_artifacts(manifest, _publish.release_note(manifest, budget, period, public["files"][_publish.PLOT_FILE]),
+                              config)
     return manifest
 
 
@@ -220,20 +214,7 @@ def _with_reference(public: dict[str, Any], config: ReleaseConfig) -> dict[str, 
 
 
 #: The formula of the mean's public reference curve (``centering``).
-REFERENCE_FORMULA = "estimator.mean.public_reference@1"
-
-
-def reference_note(manifest: dict[str, Any], note: str) -> str:
-    """The release note, with a paragraph on the public reference curve when the release has one."""
-    c = manifest["parameters"].get("centering")
-    if not c:
-        return note
-    head, sep, rest = note.partition("\n\n**Accuracy")
-    text = (f"**Reference curve.** The curves were centred on a public reference curve ({c['source']}) before "
-            "clipping, and it was added back after the noise: the release is the reference plus the private mean of "
-            "the differences from it, so clipping and smoothing pull it towards the reference (not towards a "
-            "constant); a unit whose curve could not be aligned counts as the reference itself.")
-    return f"{head}\n\n{text}{sep}{rest}" if sep else f"{note}\n\n{text}"
+REFERENCE_FORMULA = "preprocess.public_reference@1"
 
 
 def check_same_cost(request: ChargeRequest, plan: Any) -> None:

@@ -602,7 +602,7 @@ def _error_text(config: Any) -> str:
             "fosr": "the noisy cross-moment curves T2 (the coefficient curves scale it by at most 1/safe_inverse_floor)"}[s]
     text = f"the noise part of the error of {what}: {curve_error_text(s, config.grid.domain, config.dataset.time_domain)}"
     if s == "mean" and getattr(config, "centering", None) is not None:
-        text += (f"; centred on the public reference curve ({config.centering.source}; estimator.mean.public_reference@1): "
+        text += (f"; centred on the public reference curve ({config.centering.source}; preprocess.public_reference@1): "
                  "released = reference + value_scale x the private mean of (X - reference)/value_scale, so clipping "
                  "and the tuning's shrinkage pull towards the reference, not towards value_offset; the noise is the same")
     return text

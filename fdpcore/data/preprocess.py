@@ -19,7 +19,8 @@ from fdpcore._typing import ArrayLike, NDArrayBool, NDArrayFloat
 from fdpcore.basis.grids import Grid
 from fdpcore.errors import DomainError
 
-__all__ = ["AlignedCurves", "align_long", "clip_l2", "rescale_long", "to_source_units"]
+__all__ = ["AlignedCurves", "add_reference", "align_long", "centre_on_reference", "clip_l2", "rescale_long",
+           "to_source_units"]
 
 #: Relative tolerance for a unit's observed range to count as covering the grid ends.
 COVER_RTOL = 1e-9
@@ -37,7 +38,7 @@ class AlignedCurves:
         n_duplicates_merged: repeated (unit, curve, t) rows averaged (internal only).
         unit_ids: the unit id of each row (internal only; dp_select's keyed-hash split).
         aligned: per row, whether the unit had an alignable curve (internal only; a mean centred on a public
-            reference keeps the unaligned rows at 0, ``estimator.mean.public_reference@1``).
+            reference keeps the unaligned rows at 0, ``preprocess.public_reference@1``).
     """
 
     data_matrix: NDArrayFloat
@@ -389,3 +390,53 @@ def to_source_units(
     t = a + (g - c) * ((b - a) / (d - c))
     v = np.asarray(grid_values, dtype=np.float64) * float(value_scale) + float(value_offset)
     return t, v
+
+
+def centre_on_reference(curves: ArrayLike, reference: ArrayLike, *, aligned: ArrayLike | None = None) -> NDArrayFloat:
+    """Records minus a public reference curve, before clipping (formula ``preprocess.public_reference@1``).
+
+    .. math:: Y_i = X_i - r \\ \\text{(aligned } i\\text{)}, \\quad Y_i = 0 \\ \\text{(unaligned } i\\text{)}, \\quad
+              \\tilde\\mu = r + \\mathcal{M}(\\mathrm{clip}_\\tau(Y_1), \\dots, \\mathrm{clip}_\\tau(Y_n))
+
+    ``r`` is a public curve on the grid in the records' (rescaled) units; :func:`add_reference` adds it back to
+    the noisy release. ``aligned`` (one boolean per row, default all ``True``) marks the rows that hold an aligned
+    curve; the others (units without an alignable curve, whose row is the zero curve) stay 0, so such a unit
+    contributes ``r`` to the release. The map is record-wise and data-independent, so each ``Y_i`` is still
+    clipped to ``tau``: the sensitivity, the noise and the guarantee are those of the uncentred release
+    (``docs/proofs/preprocess.public_reference@1.md``).
+
+    Privacy assumptions: ``reference`` is public and fixed before seeing the data (never computed from it).
+
+    >>> centre_on_reference([[3.0, 4.0], [0.0, 0.0]], [1.0, 2.0], aligned=[True, False]).tolist()
+    [[2.0, 2.0], [0.0, 0.0]]
+    """
+    x = np.asarray(curves, dtype=np.float64)
+    if x.ndim != 2:
+        raise DomainError(f"curves (shape {x.shape}) must be an n x K matrix")
+    r = _reference_vector(reference, x.shape[1])
+    if aligned is None:
+        out: NDArrayFloat = x - r[None, :]
+        return out
+    mask = np.asarray(aligned)
+    if mask.shape != (x.shape[0],) or mask.dtype != np.bool_:
+        raise DomainError(f"aligned (shape {mask.shape}) must hold one boolean per row ({x.shape[0]})")
+    out = x - np.where(mask[:, None], r[None, :], 0.0)
+    return out
+
+
+def add_reference(values: ArrayLike, reference: ArrayLike) -> NDArrayFloat:
+    """The noisy release plus the public reference curve (post-processing; ``preprocess.public_reference@1``).
+
+    >>> add_reference([[0.5, -0.5]], [1.0, 2.0]).tolist()
+    [[1.5, 1.5]]
+    """
+    v = np.asarray(values, dtype=np.float64)
+    out: NDArrayFloat = v + _reference_vector(reference, v.shape[-1])
+    return out
+
+
+def _reference_vector(reference: ArrayLike, length: int) -> NDArrayFloat:
+    r = np.asarray(reference, dtype=np.float64)
+    if r.shape != (length,) or not bool(np.all(np.isfinite(r))):
+        raise DomainError(f"reference (shape {r.shape}) must hold {length} finite grid values")
+    return r

@@ -46,10 +46,9 @@ import pyarrow.parquet as pq
 
 from fdpcore.basis.grids import Grid
 from fdpcore.data.accumulate import CurveSums, DesignSums, accumulate_curves, quantisation_exponent
-from fdpcore.data.preprocess import align_long, clip_l2, rescale_long
+from fdpcore.data.preprocess import align_long, centre_on_reference, clip_l2, rescale_long
 from fdpcore.errors import DataError, DomainError, OutOfMemoryError
 from fdpcore.io.tables import memory_ran_out
-from fdpcore.summaries.mean import centre_on_reference
 
 __all__ = ["FilePartial", "StreamSpec", "combine_partials", "dataset_files", "ingest_file", "stream_dataset"]
 
@@ -66,7 +65,7 @@ class StreamSpec:
 
     ``center`` is a public curve on the grid subtracted from every record before clipping
     (the covariance and FoSR releases' centring); with ``center_aligned_only`` (the mean's reference,
-    ``estimator.mean.public_reference@1``) a unit without an alignable curve stays the zero record instead.
+    ``preprocess.public_reference@1``) a unit without an alignable curve stays the zero record instead.
     ``outer`` also accumulates the outer products.
     """
 

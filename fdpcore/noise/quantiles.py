@@ -159,15 +159,15 @@ def tau_candidates(lo: float, hi: float, per_decade: int = TAU_PER_DECADE) -> tu
 TAU_FORMULA = "tuning.tau.dp_norm_quantile@2"
 
 
-def dither_norms(norms: ArrayLike, candidates: tuple[float, ...], rng: np.random.Generator | None = None) -> NDArrayFloat:
+def dither_norms(norms: ArrayLike, candidates: tuple[float, ...]) -> NDArrayFloat:
     """Each norm times ``r^U``, ``U ~ Uniform(-TAU_DITHER_STEPS, TAU_DITHER_STEPS)`` i.i.d., ``r`` the grid's ratio (``tuning.tau.dp_norm_quantile@2``).
 
     Record-wise and independent of the other records, so the DP quantile of the dithered vector is exactly as
     private as that of the norms. It bounds how many records can fall between two adjacent candidates: the
     dithered log-norms have a density of at most ``1 / (2 TAU_DITHER_STEPS log r)``, so at most a quarter of the
     records are expected between consecutive candidates whatever the data — norms bunched inside one gap of the
-    grid (which left the rank score flat over every candidate below them) are spread over four. ``rng``: tests
-    only; by default a fresh generator from OS entropy, never seeded or stored.
+    grid (which left the rank score flat over every candidate below them) are spread over four. The factors come
+    from a fresh generator seeded from OS entropy, never seeded by the caller or stored.
 
     >>> d = dither_norms([0.5] * 1000, (0.1, 0.1 * 10 ** 0.05, 1.0))
     >>> bool(d.min() >= 0.5 * 10 ** -0.1 and d.max() <= 0.5 * 10 ** 0.1)
@@ -177,8 +177,7 @@ def dither_norms(norms: ArrayLike, candidates: tuple[float, ...], rng: np.random
     if len(candidates) < 2 or not candidates[0] > 0:
         raise DomainError("candidates must be a positive geometric grid of at least 2 values")
     half = TAU_DITHER_STEPS * math.log(candidates[1] / candidates[0])
-    gen = rng if rng is not None else np.random.default_rng()
-    return np.asarray(x * np.exp(gen.uniform(-half, half, x.shape)), dtype=np.float64)
+    return np.asarray(x * np.exp(np.random.default_rng().uniform(-half, half, x.shape)), dtype=np.float64)
 
 
 def centre_candidates(lo: float, hi: float, count: int = CENTRE_CANDIDATES) -> tuple[float, ...]:

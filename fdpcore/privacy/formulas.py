@@ -57,7 +57,7 @@ _ENTRIES = [
     Formula("sensitivity.mean.gp.mrs_paper@1", "fdpcore.summaries.mean.gp_cm_paper_sensitivity", "§4.4", "PAPER"),
     Formula("calibration.gaussian.analytic@1", "fdpcore.noise.gaussian.analytic_gaussian_sigma", "§4.4", "EXACT"),
     Formula("calibration.gaussian.classical@1", "fdpcore.noise.gaussian.classical_gaussian_sigma", "§4.4", "UPPER"),
-    Formula("estimator.mean.public_reference@1", "fdpcore.summaries.mean.centre_on_reference", "§1.7, §4 (derived here)",
+    Formula("preprocess.public_reference@1", "fdpcore.data.preprocess.centre_on_reference", "§1.7, §4 (derived here)",
             "DEFINITION"),
     Formula("estimator.mean.bernstein@1", "fdpcore.noise.bernstein.bernstein_basis", "§4.5", "DEFINITION"),
     # sup_exact@1 claimed attainment, which fails when the L2 clip cuts the constant curves +-B (issue 17);

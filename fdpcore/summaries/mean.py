@@ -40,7 +40,7 @@ from fdpcore._typing import ArrayLike, NDArrayFloat
 from fdpcore.basis.eigen import Eigenbasis, weighted_eigenbasis
 from fdpcore.basis.grids import Grid, grid_from_nodes
 from fdpcore.basis.kernels import KernelSpec, decay_rate, kernel_spec
-from fdpcore.data.preprocess import clip_l2
+from fdpcore.data.preprocess import add_reference, centre_on_reference, clip_l2
 from fdpcore.errors import DomainError, InternalError, PrivacyParameterError
 from fdpcore.noise.bernstein import (
     bernstein_basis,
@@ -97,10 +97,8 @@ from fdpcore.privacy.tuning import (
 )
 
 __all__ = [
-    "add_reference",
     "auto_public_choices",
     "candidate_plans",
-    "centre_on_reference",
     "dp_select_scores",
     "draw_mean_release",
     "ESTIMATORS",
@@ -813,56 +811,6 @@ def _checked(clipped_curves: ArrayLike, plan: MeanPlan) -> NDArrayFloat:
     return x
 
 
-def centre_on_reference(curves: ArrayLike, reference: ArrayLike, *, aligned: ArrayLike | None = None) -> NDArrayFloat:
-    """Records minus a public reference curve, before clipping (formula ``estimator.mean.public_reference@1``).
-
-    .. math:: Y_i = X_i - r \\ \\text{(aligned } i\\text{)}, \\quad Y_i = 0 \\ \\text{(unaligned } i\\text{)}, \\quad
-              \\tilde\\mu = r + \\mathcal{M}(\\mathrm{clip}_\\tau(Y_1), \\dots, \\mathrm{clip}_\\tau(Y_n))
-
-    ``r`` is a public curve on the grid in the records' (rescaled) units; :func:`add_reference` adds it back to
-    the noisy release. ``aligned`` (one boolean per row, default all ``True``) marks the rows that hold an aligned
-    curve; the others (units without an alignable curve, whose row is the zero curve) stay 0, so such a unit
-    contributes ``r`` to the release. The map is record-wise and data-independent, so each ``Y_i`` is still
-    clipped to ``tau``: the sensitivity, the noise and the guarantee are those of the uncentred release
-    (``docs/proofs/estimator.mean.public_reference@1.md``).
-
-    Privacy assumptions: ``reference`` is public and fixed before seeing the data (never computed from it).
-
-    >>> centre_on_reference([[3.0, 4.0], [0.0, 0.0]], [1.0, 2.0], aligned=[True, False]).tolist()
-    [[2.0, 2.0], [0.0, 0.0]]
-    """
-    x = np.asarray(curves, dtype=np.float64)
-    if x.ndim != 2:
-        raise DomainError(f"curves (shape {x.shape}) must be an n x K matrix")
-    r = _reference_vector(reference, x.shape[1])
-    if aligned is None:
-        out: NDArrayFloat = x - r[None, :]
-        return out
-    mask = np.asarray(aligned)
-    if mask.shape != (x.shape[0],) or mask.dtype != np.bool_:
-        raise DomainError(f"aligned (shape {mask.shape}) must hold one boolean per row ({x.shape[0]})")
-    out = x - np.where(mask[:, None], r[None, :], 0.0)
-    return out
-
-
-def add_reference(values: ArrayLike, reference: ArrayLike) -> NDArrayFloat:
-    """The noisy release plus the public reference curve (post-processing; ``estimator.mean.public_reference@1``).
-
-    >>> add_reference([[0.5, -0.5]], [1.0, 2.0]).tolist()
-    [[1.5, 1.5]]
-    """
-    v = np.asarray(values, dtype=np.float64)
-    out: NDArrayFloat = v + _reference_vector(reference, v.shape[-1])
-    return out
-
-
-def _reference_vector(reference: ArrayLike, length: int) -> NDArrayFloat:
-    r = np.asarray(reference, dtype=np.float64)
-    if r.shape != (length,) or not bool(np.all(np.isfinite(r))):
-        raise DomainError(f"reference (shape {r.shape}) must hold {length} finite grid values")
-    return r
-
-
 def summarise_mean(clipped_curves: ArrayLike, plan: MeanPlan) -> NDArrayFloat:
     """Pre-noise whitened coordinates ``z`` of the plan's estimator (never publish them).
 
@@ -992,7 +940,7 @@ def release_mean(
         reference: a public reference curve on the grid (``K`` values, the units of ``curves``), as YAML's
             ``centering``: subtracted from every row before clipping (``tau`` and ``tau: "auto"`` then bound the
             centred rows) and added back to every draw (:func:`centre_on_reference`, formula
-            ``estimator.mean.public_reference@1``); the shrinkage of the estimator then pulls towards it, not
+            ``preprocess.public_reference@1``); the shrinkage of the estimator then pulls towards it, not
             towards 0. Default: none.
 
     Returns:

@@ -1,4 +1,4 @@
-"""The mean's public reference curve (estimator.mean.public_reference@1): record-wise centring before the clip, the
+"""The mean's public reference curve (preprocess.public_reference@1): record-wise centring before the clip, the
 reference added back after the noise; shift equivariance draw for draw with the seeded NumPy sampler."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The mean release with a public reference curve (`centering`, estimator.mean.public_reference@1): shifted data
+"""The mean release with a public reference curve (`centering`, preprocess.public_reference@1): shifted data
 centred on the reference give the records of the original data; manifest, release note and plan say so; the local
 streaming engine gives the in-memory sums exactly, a unit that cannot be aligned included."""
 
@@ -74,7 +74,7 @@ def test_release_with_a_reference_publishes_it_and_plan_and_note_say_so(
     m = json.loads((tmp_path / "out" / "manifest.json").read_text())
     c = m["parameters"]["centering"]
     assert (c["time"], c["value"], c["source"]) == (REF["time"], REF["value"], REF["source"])
-    assert c["formula"] == "estimator.mean.public_reference@1" and "estimator.mean.public_reference@1" in m["formulas"]
+    assert c["formula"] == "preprocess.public_reference@1" and "preprocess.public_reference@1" in m["formulas"]
     assert "contributes the public reference curve" in m["parameters"]["alignment"]
     out = pd.read_parquet(tmp_path / "out" / "release.parquet")
     assert np.allclose(out["band_upper"] - out["value"], out["value"] - out["band_lower"])
@@ -89,7 +89,7 @@ def test_release_without_a_reference_is_unchanged(tmp_path: Path, data: tuple[Pa
     ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
     assert release(write_config(tmp_path, EXAMPLE, data=data[0]), tmp_path / "out", ledger, "plain-1") == 0
     m = json.loads((tmp_path / "out" / "manifest.json").read_text())
-    assert "centering" not in m["parameters"] and "estimator.mean.public_reference@1" not in m["formulas"]
+    assert "centering" not in m["parameters"] and "preprocess.public_reference@1" not in m["formulas"]
     assert "contributes the zero curve (the public reference)" in m["parameters"]["alignment"]
 
 
