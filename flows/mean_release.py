@@ -56,7 +56,7 @@ def mean_release(
     streaming = config.engine.name != "memory"  # local/dask: exact sums chunk by chunk (fdp.tasks.streaming)
     auto = uses_public_choices(config)  # tau/value_offset bought with budget: drawn after the charge
     if streaming:
-        batch = stream_curves(config, config_dir, center=mean_reference(config), center_aligned_only=True)
+        batch = stream_curves(config, config_dir, center=mean_reference(config))
     else:
         batch = load_curves(config, config_dir)
         batch = batch if auto else clip_curves(batch, config)

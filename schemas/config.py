@@ -122,7 +122,8 @@ class ReferenceCurveSpec(Frozen):
         return self
 
 
-def check_reference_covers_grid(centering: ReferenceCurveSpec, dataset: DatasetSpec, grid: GridSpec) -> None:
+def check_reference_covers_grid(centering: ReferenceCurveSpec, dataset: DatasetSpec, grid: GridSpec, *,
+                                field: str = "centering") -> None:
     """Refuse a reference curve whose times do not reach every grid node of ``dataset.time_domain``.
 
     The check :func:`fdpcore.summaries.fpca.reference_on_grid` makes when the release plans, made when the config is
@@ -134,7 +135,7 @@ def check_reference_covers_grid(centering: ReferenceCurveSpec, dataset: DatasetS
     except DomainError:
         (a, b), (c, d) = dataset.time_domain, g.domain_range
         first, last = (a + (float(x) - c) * (b - a) / (d - c) for x in (g.grid_points[0], g.grid_points[-1]))
-        raise ValueError(f"centering.time ([{centering.time[0]:g}, {centering.time[-1]:g}]) must reach from at most "
+        raise ValueError(f"{field}.time ([{centering.time[0]:g}, {centering.time[-1]:g}]) must reach from at most "
                          f"{first:g} to at least {last:g}, the first and last grid points of dataset.time_domain "
                          f"[{a:g}, {b:g}] (source units): give the public reference over the whole time domain") from None
 

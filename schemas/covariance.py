@@ -13,6 +13,7 @@ from fdp.schemas.config import (
     GridSpec,
     PrivacySpec,
     ReleaseSeriesSpec,
+    check_reference_covers_grid,
     check_tau_auto_engine,
     kernel_mapping,
 )
@@ -128,6 +129,8 @@ class CovarianceReleaseConfig(Frozen):
             raise ValueError(f"privacy.calibration ({self.privacy.calibration!r}) applies to Gaussian mechanisms only")
         if self.clipping.sup_clip is not None:
             raise ValueError("clipping.sup_clip is a parameter of the Bernstein mean only")
+        if self.centering.reference is not None:
+            check_reference_covers_grid(self.centering.reference, self.dataset, self.grid, field="centering.reference")
         check_engine_fields(self.engine, self.dataset.format, None)
         check_tau_auto_engine(self.clipping, self.engine)
         return self

@@ -13,6 +13,7 @@ from fdp.schemas.config import (
     GridSpec,
     PrivacySpec,
     ReleaseSeriesSpec,
+    check_reference_covers_grid,
     check_tau_auto_engine,
     kernel_mapping,
 )
@@ -157,6 +158,8 @@ class FosrReleaseConfig(Frozen):
             raise ValueError("clipping.sup_clip is a parameter of the Bernstein mean only")
         if self.centering is not None and not self.intercept:
             raise ValueError("centering needs intercept: true (the reference curve is added back to the intercept curve)")
+        if self.centering is not None:
+            check_reference_covers_grid(self.centering, self.dataset, self.grid)
         check_engine_fields(self.engine, self.dataset.format, None)
         check_tau_auto_engine(self.clipping, self.engine)
         return self

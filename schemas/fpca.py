@@ -19,6 +19,7 @@ from fdp.schemas.config import (
     PrivacySpec,
     ReferenceCurveSpec,
     ReleaseSeriesSpec,
+    check_reference_covers_grid,
 )
 from fdp.schemas.records import AuditCommitment, BudgetSplit, OutputFile, PrivacyRecord, Provenance
 from pydantic import Field, field_validator, model_validator
@@ -121,6 +122,8 @@ class FpcaReleaseConfig(Frozen):
                 "distance from its target is certified, so the release would not be differentially private (not even "
                 "with a delta); use sampler.kind 'deflation' (the default: exact draws, pure epsilon-DP)"
             )
+        if self.centering is not None:
+            check_reference_covers_grid(self.centering, self.dataset, self.grid)
         return self
 
 

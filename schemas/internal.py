@@ -21,6 +21,8 @@ class CurveBatch(Internal):
     n_samples: int
     counts: dict[str, int] = Field(default_factory=dict, description="data-dependent counts for the internal ledger only")
     unit_ids: Any = Field(None, description="privacy-unit ids, one per row (dp_select's keyed-hash split); never published")
+    aligned: Any = Field(None, description="one boolean per row: the unit had an alignable curve (a public centre "
+                                           "leaves the others at 0, preprocess.public_reference@1); never published")
 
 
 class NoisePlan(Internal):

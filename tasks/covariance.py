@@ -33,7 +33,7 @@ from fdp.tasks.planning import alignment_rule, covariance_plan, curve_error_text
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from fdpcore.data.accumulate import summarise_covariance_sums
-from fdpcore.data.preprocess import to_source_units
+from fdpcore.data.preprocess import centre_on_reference, to_source_units
 from fdpcore.errors import ConfigError
 from fdpcore.ledger import Ledger
 from fdpcore.noise.quantiles import PublicChoice
@@ -96,10 +96,14 @@ def covariance_center(config: CovarianceReleaseConfig, ledger_url: str) -> tuple
 
 @data_task(name="center-curves")
 def center_curves(batch: CurveBatch, center: Any) -> CurveBatch:
-    """Subtract the data-independent centre from every record (record-wise, before clipping)."""
+    """Subtract the data-independent centre from every aligned record (record-wise, before clipping).
+
+    A unit without an alignable curve stays the zero record, i.e. it counts as the centre itself
+    (``preprocess.public_reference@1``), not as the constant ``value_offset``.
+    """
     if center is None:
         return batch
-    return CurveBatch(data_matrix=batch.data_matrix - center[None, :], n_samples=batch.n_samples, counts=batch.counts)
+    return batch.model_copy(update={"data_matrix": centre_on_reference(batch.data_matrix, center, aligned=batch.aligned)})
 
 
 @data_task(name="plan-covariance")

@@ -28,7 +28,7 @@ from fdp.tasks.planning import fpca_plan, release_grid
 from threadpoolctl import threadpool_limits
 
 import fdpcore
-from fdpcore.data.preprocess import to_source_units
+from fdpcore.data.preprocess import centre_on_reference, to_source_units
 from fdpcore.noise.quantiles import PublicChoice
 from fdpcore.summaries.fpca import (
     FpcaPlan,
@@ -62,11 +62,15 @@ def plan_fpca(
 
 @data_task(name="center-curves")
 def center_curves(batch: CurveBatch, plan: FpcaPlanEnvelope) -> CurveBatch:
-    """Subtract the public reference curve from every record (record-wise; before clipping)."""
+    """Subtract the public reference curve from every aligned record (record-wise; before clipping).
+
+    A unit without an alignable curve stays the zero record: it counts as the reference itself
+    (``preprocess.public_reference@1``).
+    """
     if plan.reference is None:
         return batch
-    return CurveBatch(data_matrix=batch.data_matrix - plan.reference[None, :], n_samples=batch.n_samples,
-                      counts=batch.counts)
+    return batch.model_copy(update={"data_matrix": centre_on_reference(batch.data_matrix, plan.reference,
+                                                                       aligned=batch.aligned)})
 
 
 @data_task(name="summarise-fpca")

@@ -75,7 +75,8 @@ def _load(config: ReleaseConfig, config_dir: str, value_offset: float | None) ->
     reference = mean_reference(config)  # record-wise, before clipping; an unaligned unit stays 0 (contributes r)
     data = aligned.data_matrix if reference is None else centre_on_reference(aligned.data_matrix, reference,
                                                                              aligned=aligned.aligned)
-    return CurveBatch(data_matrix=data, n_samples=aligned.n_samples, counts=counts, unit_ids=aligned.unit_ids)
+    return CurveBatch(data_matrix=data, n_samples=aligned.n_samples, counts=counts, unit_ids=aligned.unit_ids,
+                      aligned=aligned.aligned)
 
 
 @data_task(name="clip-curves")
@@ -86,7 +87,7 @@ def clip_curves(batch: CurveBatch, config: ReleaseConfig, tau: float | None = No
         raise fdpcore.InternalError("clip_curves needs the drawn tau of 'tau: auto'")
     clipped, n_clipped = clip_l2(batch.data_matrix, release_grid(config).weights, radius)
     return CurveBatch(data_matrix=clipped, n_samples=batch.n_samples, counts={**batch.counts, "n_clipped": n_clipped},
-                      unit_ids=batch.unit_ids)
+                      unit_ids=batch.unit_ids, aligned=batch.aligned)
 
 
 def uses_public_choices(config: Any) -> bool:

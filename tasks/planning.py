@@ -76,9 +76,18 @@ def alignment_rule(config: Any) -> str:
 
 
 def _unaligned_contribution(config: Any) -> str:
-    """What a unit without an alignable curve contributes: the mean's reference curve, else the zero curve."""
-    if config.summary == "mean" and getattr(config, "centering", None) is not None:
-        return f"the public reference curve (centering: {config.centering.source})"
+    """What a unit without an alignable curve contributes: the centre its records are taken about.
+
+    The public reference curve (``centering`` of a mean, FoSR or FPCA release, ``centering.reference`` of a
+    covariance), a covariance's private-mean centre, else the zero curve, i.e. the constant ``value_offset``.
+    """
+    c = getattr(config, "centering", None)
+    if config.summary == "covariance" and c is not None:
+        if c.kind == "private_mean":
+            return f"the released private mean (centering.release_id {c.release_id})"
+        c = c.reference
+    if c is not None and getattr(c, "source", None) is not None:
+        return f"the public reference curve (centering: {c.source})"
     return "the zero curve (the public reference)"
 
 

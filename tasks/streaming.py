@@ -29,15 +29,14 @@ __all__ = ["ingest_partition", "stream_curves", "stream_spec", "summarise_sums"]
 
 
 
-def stream_spec(config: Any, *, center: Any = None, outer: bool = False, covariates: bool = False,
-                center_aligned_only: bool = False) -> StreamSpec:
+def stream_spec(config: Any, *, center: Any = None, outer: bool = False, covariates: bool = False) -> StreamSpec:
     """The public inputs of the streaming ingest of a release config (mean, or covariance with ``outer``).
 
-    ``center``: a public curve on the grid subtracted from every record before clipping (covariance
-    and FoSR centring); ``outer``: also accumulate the outer products of the clipped records;
+    ``center``: a public curve on the grid subtracted from every aligned record before clipping (the mean's
+    reference, covariance and FoSR centring; a unit without an alignable curve stays the zero record, i.e.
+    counts as the centre); ``outer``: also accumulate the outer products of the clipped records;
     ``covariates``: FoSR: read ``config.covariates`` with each chunk, clip them to
-    ``config.covariate_bound`` and accumulate the design sums; ``center_aligned_only``: the mean's reference
-    curve, which a unit without an alignable curve keeps out of (it stays the zero record).
+    ``config.covariate_bound`` and accumulate the design sums.
     """
     ds = config.dataset
     cov = tuple((name, None if enc is None else tuple(sorted(enc.items())))
@@ -47,7 +46,7 @@ def stream_spec(config: Any, *, center: Any = None, outer: bool = False, covaria
         curve_column=ds.curve_column, time_domain=ds.time_domain, value_offset=ds.value_offset,
         value_scale=ds.value_scale, grid=release_grid(config), tau=config.clipping.tau,
         sup_clip=config.clipping.sup_clip, chunk_rows=config.engine.chunk_rows, outer=outer,
-        center=None if center is None else tuple(float(c) for c in center), center_aligned_only=center_aligned_only,
+        center=None if center is None else tuple(float(c) for c in center),
         covariates=cov, covariate_bound=float(config.covariate_bound) if covariates else None,
         covariates_within_unit=config.covariates_within_unit if covariates else "average",
         max_gap=end_gap(config)[1],
@@ -94,15 +93,14 @@ def _runner(config: Any) -> Any:
 
 
 def stream_curves(config: Any, config_dir: str, *, center: Any = None, outer: bool = False,
-                  covariates: bool = False, center_aligned_only: bool = False) -> StreamBatch:
+                  covariates: bool = False) -> StreamBatch:
     """Ingest the dataset with the configured streaming engine and return its exact statistics.
 
-    ``center``, ``outer``, ``covariates`` and ``center_aligned_only`` as in :func:`stream_spec` (the covariance
-    release passes its public centre, or none for ``sample_mean`` centring, and ``outer=True``; the FoSR release its
-    public reference curve and ``covariates=True``; the mean its reference curve and ``center_aligned_only=True``).
+    ``center``, ``outer`` and ``covariates`` as in :func:`stream_spec` (the covariance release passes its public
+    centre, or none for ``sample_mean`` centring, and ``outer=True``; the FoSR release its public reference curve
+    and ``covariates=True``; the mean its reference curve).
     """
-    spec = stream_spec(config, center=center, outer=outer, covariates=covariates,
-                       center_aligned_only=center_aligned_only)
+    spec = stream_spec(config, center=center, outer=outer, covariates=covariates)
     files = [str(f) for f in dataset_files(_dataset_path(config, config_dir))]
     if config.engine.name == "dask" and len(files) > 0:
         with _runner(config) as runner:

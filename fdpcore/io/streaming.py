@@ -63,10 +63,10 @@ _COUNT_KEYS = ("n_rows", "n_rows_outside_time_domain", "n_rows_nonfinite", "n_du
 class StreamSpec:
     """Public inputs of a streaming ingest (columns, public maps, grid, clipping, what to accumulate).
 
-    ``center`` is a public curve on the grid subtracted from every record before clipping
-    (the covariance and FoSR releases' centring); with ``center_aligned_only`` (the mean's reference,
-    ``preprocess.public_reference@1``) a unit without an alignable curve stays the zero record instead.
-    ``outer`` also accumulates the outer products.
+    ``center`` is a public curve on the grid subtracted from every aligned record before clipping (the mean's
+    reference curve, the covariance and FoSR releases' centres); a unit without an alignable curve stays the
+    zero record, i.e. counts as the centre itself (``preprocess.public_reference@1``). ``outer`` also
+    accumulates the outer products.
     """
 
     unit_column: str
@@ -82,7 +82,6 @@ class StreamSpec:
     outer: bool = False
     chunk_rows: int = DEFAULT_CHUNK_ROWS
     center: tuple[float, ...] | None = None
-    center_aligned_only: bool = False
     covariates: tuple[tuple[str, tuple[tuple[str, float], ...] | None], ...] = ()
     covariate_bound: float | None = None
     covariates_within_unit: str = "average"
@@ -341,8 +340,7 @@ def _reduce(rows: _Rows, spec: StreamSpec, w: np.ndarray, fname: str = "") -> Cu
     aligned = align_long(rows.codes, t, v, spec.grid, curves=rows.curves, max_gap=spec.max_gap)
     records = aligned.data_matrix
     if spec.center is not None:  # public centre, record-wise, before clipping (as the in-memory path)
-        records = centre_on_reference(records, spec.center,
-                                      aligned=aligned.aligned if spec.center_aligned_only else None)
+        records = centre_on_reference(records, spec.center, aligned=aligned.aligned)
     clipped, n_clipped = clip_l2(records, w, spec.tau)
     counts = {"n_rows": int(rows.codes.shape[0]), "n_rows_outside_time_domain": n_outside,
               "n_rows_nonfinite": aligned.n_rows_dropped, "n_duplicates_merged": aligned.n_duplicates_merged,

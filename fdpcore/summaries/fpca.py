@@ -195,8 +195,9 @@ def reference_on_grid(
     c, d = grid.domain_range
     mapped = c + (t - a) * ((d - c) / (b - a))
     if mapped[0] > grid.grid_points[0] + 1e-12 or mapped[-1] < grid.grid_points[-1] - 1e-12:
-        raise DomainError(
-            f"reference curve times ([{t[0]!r}, {t[-1]!r}]) must cover every grid node (mapped back to source units)")
+        first, last = (float(a + (g - c) * (b - a) / (d - c)) for g in (grid.grid_points[0], grid.grid_points[-1]))
+        raise DomainError(f"reference curve times ([{float(t[0]):g}, {float(t[-1]):g}]) must cover every grid node: "
+                          f"from at most {first:g} to at least {last:g} in source time units")
     scale = _validate.positive_finite("value_scale", value_scale, privacy=False)
     out: NDArrayFloat = (np.interp(grid.grid_points, mapped, v) - float(value_offset)) / scale
     return out

@@ -120,7 +120,7 @@ def test_reference_not_covering_the_ages_is_rejected_before_any_charge(tmp_path:
     ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
     cfg = _config(tmp_path, centering__time=[float(a) for a in range(3, 21)])
     assert release(cfg, tmp_path / "out", ledger, "bad-ref") == 2
-    assert "must cover every grid node" in capsys.readouterr().err
+    assert "centering.time ([3, 20]) must reach from at most 1 to at least 18" in capsys.readouterr().err
     assert Ledger(ledger).releases() == []
 
 
@@ -138,3 +138,17 @@ def test_the_gibbs_chain_is_refused_for_k_above_one_before_any_charge(
     assert release(_config(tmp_path, **overrides), tmp_path / "out", ledger, "gibbs") == 2
     assert field in capsys.readouterr().err
     assert Ledger(ledger).releases() == []
+
+
+def test_centring_keeps_an_unaligned_unit_at_the_reference() -> None:
+    """preprocess.public_reference@1: the FPCA centre is subtracted from aligned records only; an unaligned unit's
+    zero record stays 0 (no spurious direction -r for the exponential mechanism to weigh)."""
+    from fdp.schemas import CurveBatch
+    from fdp.schemas.fpca import FpcaPlanEnvelope
+    from fdp.tasks.fpca import center_curves
+
+    x = np.array([[3.0, 4.0, 5.0], [0.0, 0.0, 0.0]])
+    batch = CurveBatch(data_matrix=x, n_samples=2, aligned=np.array([True, False]))
+    out = center_curves.fn(batch, FpcaPlanEnvelope(plan=None, reference=np.array([1.0, 1.0, 1.0])))
+    assert out.data_matrix.tolist() == [[2.0, 3.0, 4.0], [0.0, 0.0, 0.0]]
+    assert out.n_samples == 2 and out.aligned.tolist() == [True, False]

@@ -97,7 +97,7 @@ def test_release_without_a_reference_is_unchanged(tmp_path: Path, data: tuple[Pa
 def _both(stream_path: str, memory_path: str) -> tuple[object, object]:
     config, mem_config = load_config(stream_path), load_config(memory_path)
     here = str(Path(stream_path).parent)
-    streamed = stream_curves(config, here, center=mean_reference(config), center_aligned_only=True)  # type: ignore[arg-type]
+    streamed = stream_curves(config, here, center=mean_reference(config))  # type: ignore[arg-type]
     return streamed, clip_curves(load_curves(mem_config, here), mem_config)
 
 

@@ -73,3 +73,36 @@ def test_streaming_needs_parquet(tmp_path: Path, example: Path, data: Path) -> N
     cfg = write_config(tmp_path, example, data=csv, dataset__format="csv", engine={"name": "local"})
     with pytest.raises(ConfigError, match="streams Parquet only"):
         load_config(cfg)
+
+
+def test_an_unaligned_unit_counts_as_the_reference_centre_in_memory_and_streamed(tmp_path: Path) -> None:
+    """preprocess.public_reference@1 for the covariance: a unit without an alignable curve stays the zero centred
+    record (it contributes the reference itself, not (value_offset - r)(value_offset - r)^T); both engines agree."""
+    df = pd.read_parquet(DATA)
+    first = df["monday_index"].min()
+    cut = tmp_path / "cut.parquet"
+    df[~((df["monday_index"] == first) & (df["half_hour"] > 10))].to_parquet(cut, index=False)
+    parts = partition_parquet(cut, tmp_path / "parts", "monday_index", 3, 200, order=["monday_index", "half_hour"])
+    centering = {"kind": "public", "reference": {"time": [0.5, 24.5, 48.5], "value": [1300.0, 1900.0, 1400.0],
+                                                 "source": "a published Monday profile"}}
+    cfg = write_config(tmp_path, EXAMPLE, data=parts, centering=centering, engine={"name": "local", "chunk_rows": 500})
+    mem_cfg = write_config(tmp_path, EXAMPLE, data=cut, centering=centering)
+    streamed, mem = _both(str(cfg), str(mem_cfg), f"sqlite:///{tmp_path / 'l.sqlite'}")
+    assert mem.counts["n_unalignable_units"] == 1 == streamed.counts["n_unalignable_units"]  # type: ignore[attr-defined]
+    assert not np.any(mem.data_matrix[0])  # type: ignore[attr-defined]  # the unaligned (first) unit: 0 after centring
+    assert np.all(np.abs(mem.data_matrix[1:]).sum(axis=1) > 0)  # type: ignore[attr-defined]  # the aligned ones moved
+    exact = accumulate_curves(mem.data_matrix, 0.5, midpoint_grid(48).weights, outer=True)  # type: ignore[attr-defined]
+    assert streamed.sums.sum == exact.sum and streamed.sums.outer == exact.outer  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(("centering", "says"), [
+    ({"kind": "public"}, "contributes the zero curve (the public reference)"),
+    ({"kind": "public", "reference": {"time": [0.5, 48.5], "value": [1400.0, 1400.0], "source": "flat 1400 MW"}},
+     "contributes the public reference curve (centering: flat 1400 MW)"),
+    ({"kind": "private_mean", "release_id": "mean-1"}, "contributes the released private mean (centering.release_id mean-1)"),
+])
+def test_the_manifest_names_the_centre_an_unaligned_unit_counts_as(tmp_path: Path, centering: dict[str, object],
+                                                                  says: str) -> None:
+    from fdp.tasks.planning import alignment_rule
+
+    assert alignment_rule(load_config(str(write_config(tmp_path, EXAMPLE, centering=centering)))).endswith(says)

@@ -55,3 +55,24 @@ def test_value_offset_auto_is_refused_with_a_reference() -> None:
                                               r"reference curve replaces the constant centre"):
         _config(GOOD, value_offset="auto", value_offset_range=[0.0, 3000.0])
     assert _config(GOOD, value_offset=0.0).dataset.value_offset == 0.0  # any fixed number: it cancels out
+
+
+@pytest.mark.parametrize(("example", "key", "field"), [
+    ("electricity_covariance.yaml", ("centering", "reference"), "centering.reference"),
+    ("growth_fosr.yaml", ("centering",), "centering"),
+    ("growth_fpca.yaml", ("centering",), "centering"),
+])
+def test_covariance_fosr_and_fpca_refuse_a_short_reference_when_the_config_is_read(example: str, key: tuple[str, ...],
+                                                                                  field: str) -> None:
+    """The same coverage check as the mean's, before any data is read (it used to wait for the release's plan)."""
+    from fdp.schemas.union import CONFIG_MODELS
+
+    raw = yaml.safe_load((EXAMPLE.parent / example).read_text())
+    a, b = raw["dataset"]["time_domain"]
+    short = {"time": [a, a + 0.5 * (b - a)], "value": [1.0, 1.0], "source": "half the domain"}
+    if key == ("centering", "reference"):
+        raw["centering"] = {"kind": "public", "reference": short}
+    else:
+        raw["centering"] = short
+    with pytest.raises(ValidationError, match=rf"{field.replace('.', r'[.]')}[.]time \(\[.*\]\) must reach from at most"):
+        CONFIG_MODELS[raw["summary"]].model_validate(raw)
