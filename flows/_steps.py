@@ -37,7 +37,19 @@ from prefect.artifacts import create_progress_artifact, update_progress_artifact
 from fdpcore.errors import NotResumableError, ReleaseConflictError
 from fdpcore.ledger import Ledger, owner_may_be_running, release_owner
 
-__all__ = ["Progress", "already_published", "announce", "cancel_unless_noised", "charge"]
+__all__ = ["Progress", "already_published", "announce", "cancel_unless_noised", "charge", "take_rewritten"]
+
+#: Release ids whose run in this process only re-wrote published files, with the log's note (read by ``fdp release``).
+_REWRITTEN: dict[str, str] = {}
+
+
+def take_rewritten(release_id: str) -> str | None:
+    """The note of this process's last run of ``release_id`` if it only re-wrote published files, else None.
+
+    ``""`` for a re-run of a published id; a note when another run published it while this one waited. Forgotten
+    once read.
+    """
+    return _REWRITTEN.pop(release_id, None)
 
 
 def already_published(ledger_url: str, release_id: str, config_sha256: str, out_dir: str) -> dict[str, Any] | None:
@@ -62,6 +74,7 @@ def _rewritten(manifest: dict[str, Any], release_id: str, note: str = "") -> dic
     """A run that only re-wrote a published release's files: say so in its log, and end its lineage run (COMPLETE)."""
     get_run_logger().info("release %s: already published — files re-written, nothing charged%s", release_id, note)
     lineage_rewritten(release_id)
+    _REWRITTEN[release_id] = note
     return manifest
 
 

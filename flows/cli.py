@@ -27,6 +27,7 @@ import sqlalchemy
 
 # Prefect and the flows are imported where a command needs them (``release``, ``demo``, ``serve``), so
 # ``fdp schema``, ``fdp budget`` and ``fdp audit`` start without Prefect (benchmarks/README.md, CLI).
+from fdp.flows._steps import take_rewritten
 from fdp.flows.config import DEFAULT_CRON, config_sha256, format_validation_error, load_config, series_name
 from fdp.flows.interrupts import exit_code, interrupts
 from fdp.flows.registry import SUMMARIES
@@ -400,6 +401,7 @@ def _run_release(config: Any, config_path: Path, out_dir: Path, url: str, rid: s
     ledger = Ledger(url)
     before = ledger.get(rid)
     other_run = None
+    take_rewritten(rid)  # nothing left from an earlier run of the id in this process
     for attempt in range(2):
         try:
             with server.settings() if server is not None else contextlib.nullcontext():
@@ -413,13 +415,15 @@ def _run_release(config: Any, config_path: Path, out_dir: Path, url: str, rid: s
             if other_run == "published" and attempt == 0:
                 continue  # the other run published it: this run writes the files from the ledger, charging nothing
             raise _explain_failure(exc, ledger, rid, before, other_run) from exc
-    if other_run == "published":
+    waited = take_rewritten(rid)
+    rewritten = waited is not None or other_run == "published"
+    if waited or other_run == "published":
         print(f"note: another run of release {rid} published it at the same time; its files were written from the "
               "ledger and this run charged nothing")
     budget = ledger.budgets(config.dataset.id)[0]
     record = ledger.get(rid)
     charged = record.period if record is not None and record.period else None
-    _print_release(manifest, out_dir, budget, rerun=before is not None and before.state == "published", period=charged)
+    _print_release(manifest, out_dir, budget, rerun=rewritten, period=charged)
     return EXIT_OK
 
 

@@ -17,7 +17,9 @@ from pathlib import Path
 import pytest
 from fdp.flows.cli import main
 from fdp.flows.plan_command import epsilon_ladder, plan_report
-from flow_support import artifacts, release, write_config
+from flow_support import artifacts, release, small_csv_release, write_config
+
+from fdpcore.ledger import Ledger
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
@@ -322,6 +324,26 @@ def test_release_lists_every_file_says_when_a_rerun_charged_nothing_and_budget_s
     assert main(["budget", "show", "--ledger", ledger]) == 0
     table = capsys.readouterr().out.splitlines()
     assert "delta spent" in table[0] and "delta left" in table[0]
+
+
+def test_a_release_whose_id_another_run_published_meanwhile_says_it_charged_nothing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The other run published after this run's first look (simulated: that look saw nothing): the charge step
+    finds it published, re-writes the files and the header says so, with the note (it used to read as a release)."""
+    import importlib
+
+    mean_flow = importlib.import_module("fdp.flows.mean_release")  # the module (the package exports the flow)
+    cfg = small_csv_release(tmp_path, "race")
+    ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
+    assert release(cfg, tmp_path / "out", ledger, "r1") == 0
+    capsys.readouterr()
+    monkeypatch.setattr(mean_flow, "already_published", lambda *a: None)
+    assert release(cfg, tmp_path / "again", ledger, "r1") == 0
+    out = capsys.readouterr().out
+    assert "r1: mean of race (n = 30): already published — files re-written, nothing charged" in out
+    assert "note: another run of release r1 published it at the same time" in out
+    assert Ledger(ledger).budgets("race")[0].spent == (1.0, 0.0)
+    assert json.loads((tmp_path / "again" / "manifest.json").read_text()) == Ledger(ledger).get("r1").public["manifest"]
 
 
 def test_covariance_on_a_private_mean_warns_in_plan_and_release_when_the_mean_noise_dominates(
