@@ -48,6 +48,7 @@ from fdpcore.errors import (
     ReleaseConflictError,
 )
 from fdpcore.io.files import PUBLISH_SUFFIX_BYTES, inside, replaceable, write_json_atomic
+from fdpcore.io.provenance import operator_host
 from fdpcore.ledger import (
     CHECKPOINT_FORMAT,
     DatasetBudget,
@@ -770,7 +771,7 @@ def _serve(configs: list[str], cron: str, ledger_url: str | None, out_root: str,
                         "dataset_id": config.dataset.id},
             description=f"{config.summary} release of {config.dataset.id} ({config.dataset.privacy_unit}); "
                         f"release ids {series}-<YYYY-MM>",
-            tags=["fdp", config.summary, f"dataset:{config.dataset.id}"],
+            tags=["fdp", config.summary, f"dataset:{config.dataset.id}", _serve_owner_tag()],
         ))
     for series, deployment in zip(served, deployments, strict=True):  # registered first: the automations name its id
         ensure_failure_automations(series, deployment.apply(), heartbeat=heartbeat, notify_url=notify_url)
@@ -824,6 +825,43 @@ def _check_series_deployments(served: dict[str, tuple[str, Any, str]], url: str)
                     f"--ledger {_safe_url(deployed)}, give this config its own `release: {{name: ...}}`, or delete the "
                     f"old deployment first (`prefect deployment delete scheduled-release/{series}`). Nothing was "
                     "changed", EXIT_INPUT)
+            _check_not_served_elsewhere(series, existing.last_polled, existing.tags)
+
+
+_SERVED_BY = "served-by:"
+
+
+def _serve_owner_tag() -> str:
+    """The deployment tag naming the ``fdp serve`` process that serves it: ``served-by:<pid>@<host>``."""
+    return f"{_SERVED_BY}{os.getpid()}@{operator_host()[1]}"
+
+
+def _check_not_served_elsewhere(series: str, last_polled: datetime | None, tags: list[str]) -> None:
+    """Refuse a series whose deployment another live ``fdp serve`` polls.
+
+    Two serves would share the one deployment, and stopping either pauses it for both (Prefect pauses a served
+    deployment when its ``serve`` stops). A serve polls the server for its runs every poll interval; a poll within
+    three intervals is a live serve, unless the serve its ``served-by`` tag names ran on this host and is gone
+    (``kill -9``, a crash: it may be restarted at once). A serve of another host is taken as live until it has
+    not polled for those three intervals.
+    """
+    from prefect.settings import PREFECT_RUNNER_POLL_FREQUENCY
+
+    if last_polled is None:
+        return
+    owner = next((t.removeprefix(_SERVED_BY) for t in tags if t.startswith(_SERVED_BY)), "")
+    pid, _, host = owner.partition("@")
+    if pid.isdigit() and not owner_may_be_running({"host": host, "pid": int(pid)}) and host == operator_host()[1]:
+        return
+    window = 3 * int(PREFECT_RUNNER_POLL_FREQUENCY.value())
+    age = (datetime.now(UTC) - last_polled).total_seconds()
+    if age < window:
+        raise ReleaseFailure(
+            f"series {series!r} is being served by another live `fdp serve` (scheduled-release/{series} was polled "
+            f"for runs {max(age, 0):.0f} s ago): two serves would share the one deployment, and stopping either "
+            "would pause it for both. Stop the other `fdp serve` first (it may run on another machine); if it is "
+            f"gone (kill -9, a crash), start this one again in {window - max(age, 0):.0f} s. Nothing was changed",
+            EXIT_INPUT)
 
 
 def _safe_url(url: str) -> str:

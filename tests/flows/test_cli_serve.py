@@ -7,14 +7,18 @@ checks, the deployments and their automations on the session's Prefect test serv
 from __future__ import annotations
 
 import json
+import os
 import socket
 import sqlite3
+import subprocess
+import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 import prefect
 import pytest
+from fdp.flows import cli
 from fdp.flows.cli import main
 from fdp.flows.config import config_sha256, load_config
 from fdp.flows.scheduled import scheduled_release
@@ -111,6 +115,45 @@ def test_serve_refuses_a_served_series_under_another_ledger_and_changes_nothing(
     monkeypatch.chdir(tmp_path)  # the same ledger, spelled as a relative path: the same deployment, served again
     assert main(["serve", str(config), "--ledger", "sqlite:///ledger.sqlite", *out]) == 0, capsys.readouterr().err
     assert len(served) == 2
+
+
+def test_serve_refuses_a_series_another_live_serve_is_polling_and_changes_nothing(
+        make_config, tmp_path: Path, served: list[list[Any]], monkeypatch: pytest.MonkeyPatch,  # noqa: ANN001
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """From an operator's trial: a second `fdp serve` of a served series shared its deployment, and stopping
+    either paused the schedule for both. A live serve polls the server for its deployments' runs; while the one its
+    deployment names is alive (or on another host, has polled within three intervals) a second is refused (exit 2)
+    before anything changes. Once that process is gone (kill -9), the series can be served again at once."""
+    other = subprocess.Popen(["sleep", "120"])  # the first `fdp serve`'s process, alive
+    try:
+        series = _series()
+        config = make_config(release={"name": series})
+        command = ["serve", str(config), "--ledger", f"sqlite:///{tmp_path / 'ledger.sqlite'}",
+                   "--out-root", str(tmp_path / "releases")]
+        with monkeypatch.context() as m:
+            m.setattr(cli, "_serve_owner_tag", lambda: f"served-by:{other.pid}@{socket.gethostname()}")
+            assert main(command) == 0, capsys.readouterr().err
+        deployment = _deployment(series)
+        assert deployment.last_polled is None and f"served-by:{other.pid}@{socket.gethostname()}" in deployment.tags
+        with get_client(sync_client=True) as client:  # what that serve's runner does every 10 s
+            client.get_scheduled_flow_runs_for_deployments([deployment.id])
+        for _ in range(100):  # the server records the poll in the background
+            if _deployment(series).last_polled is not None:
+                break
+            time.sleep(0.1)
+        before = _deployment(series)
+        capsys.readouterr()
+
+        assert main(command) == 2
+        err = capsys.readouterr().err
+        assert f"series {series!r} is being served by another live `fdp serve`" in err and "Nothing was changed" in err
+        after = _deployment(series)
+        assert (after.updated, after.paused, after.tags, len(served)) == (before.updated, before.paused, before.tags, 1)
+    finally:
+        other.kill()
+        other.wait()
+    assert main(command) == 0, capsys.readouterr().err  # its process is gone: served again at once, by this one
+    assert f"served-by:{os.getpid()}@{socket.gethostname()}" in _deployment(series).tags and len(served) == 2
 
 
 def test_serve_with_its_prefect_server_down_says_to_start_one_not_to_unset_the_url(
