@@ -27,7 +27,6 @@ import sqlalchemy
 
 # Prefect and the flows are imported where a command needs them (``release``, ``demo``, ``serve``), so
 # ``fdp schema``, ``fdp budget`` and ``fdp audit`` start without Prefect (benchmarks/README.md, CLI).
-from fdp.flows._steps import take_rewritten
 from fdp.flows.config import DEFAULT_CRON, config_sha256, format_validation_error, load_config, series_name
 from fdp.flows.interrupts import exit_code, interrupts
 from fdp.flows.registry import SUMMARIES
@@ -402,6 +401,8 @@ def _run_release(config: Any, config_path: Path, out_dir: Path, url: str, rid: s
     ledger = Ledger(url)
     before = ledger.get(rid)
     other_run = None
+    from fdp.flows._steps import take_rewritten  # imports Prefect: not at module level (`fdp plan` never loads it)
+
     take_rewritten(rid)  # nothing left from an earlier run of the id in this process
     for attempt in range(2):
         try:
@@ -456,7 +457,7 @@ def _print_release(manifest: dict[str, Any], out_dir: Path, budget: DatasetBudge
         print(f"  accuracy:  {accuracy}; " + ("`fdp plan` stated it at tau = 1: this is that figure at the tau released"
                                              if bought else "as `fdp plan` stated"))
     if period is not None:
-        print(f"  charged:   period {period}")
+        print(f"  charged:   period {period}" + (" (by the run that published it; nothing now)" if rerun else ""))
     print(f"  budget:    {_budget_line(budget, period)}")
 
 
@@ -682,8 +683,9 @@ def _explain_failure(exc: Exception, ledger: Ledger, rid: str, before: Any, othe
             "and nothing is charged again")
     if after.state == "noised":
         return ReleaseFailure(
-            f"{reason}\nrelease {rid!r}: noise was drawn, so its budget is spent and cannot be refunded, but it was "
-            "not published (the noise is not kept). Fix the problem and run again with a new --release-id")
+            f"{reason}\nrelease {rid!r}: its noise draw started (the ledger marks a release noised just before its "
+            "first draw), so its budget is spent and cannot be refunded, but it was not published (the noise is not "
+            "kept). Fix the problem and run again with a new --release-id")
     return ReleaseFailure(
         f"{reason}\nrelease {rid!r} still holds a reservation in the ledger (it counts as spent; no noise was drawn). "
         f"Re-run with --release-id {rid} to resume it without charging again, or cancel it with "
@@ -706,8 +708,9 @@ def _next_step(url: str, rid: str) -> str:
                 f"--release-id {rid} to resume it without charging again, or give it back with "
                 f"`fdp budget cancel {rid}`")
     if record.state == "noised":
-        return (f"release {rid!r}: noise was drawn, so its budget is spent and cannot be refunded, but it was not "
-                "published (the noise is not kept). Run again with a new --release-id")
+        return (f"release {rid!r}: its noise draw started (the ledger marks a release noised just before its first "
+                "draw), so its budget is spent and cannot be refunded, but it was not published (the noise is not "
+                "kept). Run again with a new --release-id")
     return (f"release {rid!r} IS published in the ledger. Re-run with --release-id {rid} to write its files "
             "from the ledger (nothing is charged again)")
 

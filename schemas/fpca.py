@@ -140,7 +140,8 @@ class FpcaSamplerRecord(Frozen):
 
     distribution: str
     method: str
-    kind: Literal["deflation", "gibbs"] = Field("deflation", description="how the components were drawn")
+    kind: Literal["deflation", "gibbs"] = Field("deflation", description="how the components were drawn: 'deflation' "
+                                                "for exact draws (always with one component), 'gibbs' for the chain")
     exact: bool = Field(description="true when every released state is an exact draw (deflation, or k = 1)")
     burn_in: int | None = Field(None, description="Gibbs sweeps before the released state (None for exact draws)")
     burn_in_choice: str | None = None

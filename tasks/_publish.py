@@ -316,13 +316,15 @@ def protection_text(manifest: dict[str, Any]) -> str:
     if (manifest.get("parameters") or {}).get("non_private"):
         return f"**NOT PROTECTED.** {p['guarantee']}"
     unit, eps, n = p["privacy_unit"], p["epsilon"], manifest["n"]
-    text = (f"**What is protected.** Each record is one *{unit}*. Whether or not any one of them is in the data "
-            f"changes the probability of any published result by at most a factor e^{eps:g}")
+    text = (f"**What is protected.** Each record is one *{unit}*. Replacing any one of them by any other possible "
+            f"record changes the probability of any published result by at most a factor e^{eps:g}")
     if p["delta"] > 0:
         text += (f", except with probability {p['delta']:g} (({eps:g}, {p['delta']:g})-differential privacy, "
                  f"replace-one adjacency; the number of records n = {n} is public).")
     else:
         text += f" ({eps:g}-differential privacy, replace-one adjacency; the number of records n = {n} is public)."
+    text += (" The number of records is published exactly: the guarantee compares data sets of the same size in "
+             "which any one record is swapped for any other.")
     parts = manifest.get("budget_splits") or []
     if len(parts) > 1:
         guarantee = str(p["guarantee"]).strip().rstrip(".")

@@ -204,7 +204,7 @@ def public_fpca_release(
                        f"{p.n_components} exact rejection draws (Kent-Ganeiber-Mardia ACG envelope) on successively "
                        "deflated subspaces, no chain" if exact else
                        f"Gibbs sampler (column updates on the null space; {'exact ACG' if p.method == 'acg' else 'Hoff coordinate-scan'} conditional draws)"),
-            "kind": p.sampler,
+            "kind": "deflation" if exact else p.sampler,  # k = 1 draws exactly whichever sampler was asked for
             "exact": exact,
             "burn_in": None if exact else p.burn_in,
             "burn_in_choice": None if exact else config.sampler.burn_in_choice,

@@ -300,7 +300,7 @@ def _above(x: NDArrayFloat, w: NDArrayFloat, tau: float) -> NDArrayFloat:
         sq = np.einsum("ik,k,ik->i", x, w, x)
     # the direct sum of squares is only accurate where it is a normal float (no overflow, no underflow)
     usable = np.isfinite(sq) & (sq >= np.finfo(np.float64).tiny)
-    out: NDArrayFloat = (_weighted_norms(x, w) > tau) | (usable & (np.sqrt(np.where(usable, sq, 0.0)) > tau))
+    out: NDArrayFloat = (weighted_norms(x, w) > tau) | (usable & (np.sqrt(np.where(usable, sq, 0.0)) > tau))
     return out
 
 
@@ -316,8 +316,12 @@ def _scaled_norms(x: NDArrayFloat, w: NDArrayFloat) -> tuple[NDArrayFloat, NDArr
     return m, np.sqrt(np.einsum("ik,k,ik->i", y, w, y))
 
 
-def _weighted_norms(x: NDArrayFloat, w: NDArrayFloat) -> NDArrayFloat:
-    """``||x_i||_W`` for each row without overflow or underflow of the squares."""
+def weighted_norms(x: NDArrayFloat, w: NDArrayFloat) -> NDArrayFloat:
+    """``||x_i||_W`` for each row without overflow or underflow of the squares (``inf`` only beyond the float range).
+
+    >>> (weighted_norms(np.array([[3e200, 4e200], [0.0, 0.0]]), np.array([1.0, 1.0])) / 1e200).round(12).tolist()
+    [5.0, 0.0]
+    """
     m, s = _scaled_norms(x, w)
     # m * s may overflow to inf only when the true norm exceeds the float range
     with np.errstate(over="ignore"):

@@ -11,7 +11,9 @@ checks of :mod:`fdpcore.io.tables`.
   record-wise, data-independent map (MATH.md §1.7): applied to neighbouring datasets it gives
   neighbouring datasets (only the replaced unit's points can change), so the guarantee of the release
   on the clamped data is a guarantee on the raw data. The number of clamped points is returned for the
-  internal ledger record only (never published). Whether a release exists never depends on one unit.
+  internal ledger record only (never published). Among well-formed inputs, whether a release exists never
+  depends on one unit (a missing or non-finite coordinate is malformed input: refused before the charge,
+  outside the guarantee; docs/audit.md).
 * ``"error"`` (strict, opt-in): the read fails, naming the column and the first such row; nothing
   is released or charged (the check runs before the charge). One unit then decides whether a release
   exists, which is why it is not the default.

@@ -34,6 +34,7 @@ import opendp.prelude as dp
 from fdpcore import _validate
 from fdpcore._typing import ArrayLike, NDArrayFloat
 from fdpcore.basis.grids import Grid
+from fdpcore.data.preprocess import weighted_norms
 from fdpcore.errors import DomainError, InternalError, PrivacyParameterError
 from fdpcore.privacy.accounting import exact
 
@@ -195,23 +196,30 @@ def centre_candidates(lo: float, hi: float, count: int = CENTRE_CANDIDATES) -> t
 def record_norms(curves: ArrayLike, weights: ArrayLike) -> NDArrayFloat:
     """``||X_i||_W`` of each record (one row per privacy unit); pre-noise, never publish.
 
-    >>> record_norms([[3.0, 4.0]], [1.0, 1.0]).tolist()
-    [5.0]
+    Scaled by each row's largest value first (as the clip), so a finite record never gives ``nan`` and gives
+    ``inf`` only when its norm exceeds the float range.
+
+    >>> (record_norms([[3.0, 4.0], [3e200, 4e200]], [1.0, 1.0]) / [1.0, 1e200]).round(12).tolist()
+    [5.0, 5.0]
     """
-    x = np.asarray(curves, dtype=np.float64)
-    w = np.asarray(weights, dtype=np.float64)
-    return np.sqrt(np.maximum((x * x) @ w, 0.0))
+    return weighted_norms(np.asarray(curves, dtype=np.float64), np.asarray(weights, dtype=np.float64))
 
 
 def record_levels(curves: ArrayLike, weights: ArrayLike) -> NDArrayFloat:
     """Each record's average over the domain, ``(sum_k w_k X_i(t_k)) / sum_k w_k``; pre-noise, never publish.
 
-    >>> record_levels([[1.0, 3.0]], [0.5, 0.5]).tolist()
-    [2.0]
+    Scaled by each row's largest value first, so a finite record never gives ``nan`` (at worst ``+-inf``).
+
+    >>> record_levels([[1.0, 3.0], [1e308, -1e308]], [5.0, 5.0]).tolist()
+    [2.0, 0.0]
     """
     x = np.asarray(curves, dtype=np.float64)
     w = np.asarray(weights, dtype=np.float64)
-    return (x @ w) / float(w.sum())
+    m = np.max(np.abs(x), axis=1, initial=0.0) if x.ndim == 2 else np.zeros(0)
+    m = np.where(m > 0, m, 1.0)
+    with np.errstate(over="ignore"):
+        out: NDArrayFloat = m * (((x / m[:, None]) @ w) / float(w.sum()))
+    return out
 
 
 def quantile_rank_margin(epsilon: float, n_candidates: int, failure: float = MARGIN_FAILURE) -> float:
@@ -506,6 +514,22 @@ def centre_choice(epsilon_centre: float, value_range: tuple[float, float]) -> Pu
     return PublicChoice("value_offset", eps, "preprocess.centre.dp_median@1", 0.5, centre_candidates(*value_range))
 
 
+def rank_equivalent(values: ArrayLike, candidates: tuple[float, ...]) -> NDArrayFloat:
+    """``values`` moved into ``[c_1 - s, c_L + s]`` (``s = c_L - c_1``): the same count below every candidate.
+
+    The quantile's score reads only how many values lie below each candidate, so a value beyond the candidates
+    may be replaced by any other on the same side: a record whose norm or level overflowed (``+-inf``, from a
+    finite but huge record) then ranks as the largest (smallest) value it is, instead of stopping the release
+    after its charge. Record-wise, so the DP quantile is unchanged.
+
+    >>> rank_equivalent([-float("inf"), 0.5, float("inf")], (0.0, 1.0)).tolist()
+    [-1.0, 0.5, 2.0]
+    """
+    lo, hi = float(candidates[0]), float(candidates[-1])
+    span = hi - lo
+    return np.clip(np.asarray(values, dtype=np.float64), lo - span, hi + span)
+
+
 def draw_public_choice(choice: PublicChoice, values: ArrayLike) -> PublicChoice:
     """Draw ``choice`` on one value per record (norms for ``tau``, source-unit levels for the centre).
 
@@ -521,7 +545,8 @@ def draw_public_choice(choice: PublicChoice, values: ArrayLike) -> PublicChoice:
         return replace(choice, value=choice.candidates[-1])
     if choice.formula_id == TAU_FORMULA:
         values = dither_norms(values, choice.candidates)
-    value = dp_quantile(values, choice.candidates, alpha=choice.alpha, epsilon=choice.epsilon)
+    value = dp_quantile(rank_equivalent(values, choice.candidates), choice.candidates, alpha=choice.alpha,
+                        epsilon=choice.epsilon)
     return PublicChoice(choice.name, choice.epsilon, choice.formula_id, choice.alpha, choice.candidates, value)
 
 

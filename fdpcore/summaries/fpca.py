@@ -549,9 +549,12 @@ class FpcaRelease:
     plan: FpcaPlan
 
     @property
-    def epsilon(self) -> float:
-        """Privacy parameter of the (exact) mechanism; a Gibbs release (:attr:`private` false) has none."""
-        return self.plan.epsilon
+    def epsilon(self) -> float | None:
+        """Privacy parameter of the (exact) mechanism; ``None`` for a Gibbs release (:attr:`private` false).
+
+        The chain targets the ``plan.epsilon`` mechanism, but no bound certifies its draw, so it has no epsilon.
+        """
+        return self.plan.epsilon if self.plan.private else None
 
     @property
     def private(self) -> bool:

@@ -155,6 +155,21 @@ def test_record_norms_and_levels() -> None:
     assert record_levels(x, w).tolist() == [3.5, 0.0]
 
 
+def test_a_huge_finite_record_ranks_as_the_largest_and_never_stops_the_draw() -> None:
+    """Independent audit: a record of 1e200 (finite) squared to inf in its norm (and its level to inf - inf), and
+    the DP quantile refused the vector after the charge, while its neighbour published: one record decided whether
+    the release happened. Now its norm or level ranks beyond every candidate, and both neighbours draw."""
+    w = np.full(48, 10.0 / 48)  # a grid domain of length 10
+    huge = np.vstack([np.full((1, 48), 1e200), np.tile([1e308, -1e308], (1, 24)), np.full((1, 48), 1e308)])
+    assert record_norms(huge, w).tolist() == [pytest.approx(1e200 * math.sqrt(10.0)), math.inf, math.inf]  # no nan
+    assert not np.isnan(record_levels(huge, w)).any()
+    clean = np.full((60, 48), 0.3)
+    for x in (clean, np.vstack([clean[:-3], huge])):  # neighbours: three records replaced
+        tau = draw_public_choice(tau_choice(60, 2.0, 0.01, DEFAULT_TAU_RANGE), record_norms(x, w))
+        centre = draw_public_choice(centre_choice(2.0, (0.0, 1.0)), record_levels(x, w))
+        assert tau.value in tau.candidates and centre.value in centre.candidates
+
+
 @pytest.mark.parametrize("n", [50, 508, 5000])
 def test_quantile_level_bounds_and_monotone_in_epsilon(n: int) -> None:
     levels = [tau_quantile_level(n, e, 41, 0.001) for e in (0.01, 0.1, 1.0, 10.0, 100.0)]

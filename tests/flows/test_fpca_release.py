@@ -69,11 +69,12 @@ def test_fpca_release_publishes_components_manifest_ledger_and_artifacts(tmp_pat
 
 def test_one_component_is_an_exact_draw_and_reruns_charge_nothing(tmp_path: Path) -> None:
     ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
-    cfg = _config(tmp_path, n_components=1)
+    cfg = _config(tmp_path, n_components=1, sampler__kind="gibbs")  # one component: an exact draw whatever is asked
     assert release(cfg, tmp_path / "a", ledger, "pc1") == 0
     assert release(cfg, tmp_path / "b", ledger, "pc1") == 0
     manifest = json.loads((tmp_path / "a" / "manifest.json").read_text())
     assert manifest["sampler"]["exact"] is True and manifest["sampler"]["burn_in"] is None
+    assert manifest["sampler"]["kind"] == "deflation"  # an audit found "gibbs" next to "exact: true"
     assert "exact draw" in manifest["privacy"]["guarantee"]
     assert "sampler.bingham.matrix_gibbs@1" not in manifest["formulas"]
     for name in ("release.parquet", "components.png", "manifest.json"):

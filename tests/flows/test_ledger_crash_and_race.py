@@ -215,7 +215,7 @@ def _signalled(stage: str, how: str, config: Path, url: str, rid: str, out: Path
     [
         ("before_charge", "TERM", 143, "nothing was charged. Run again"),
         ("after_charge", "TERM", 143, "holds a reservation"),
-        ("after_noise", "TERM", 143, "noise was drawn, so its budget is spent"),
+        ("after_noise", "TERM", 143, "its noise draw started (the ledger marks a release noised just before its first draw), so its budget is spent"),
         ("after_publish", "TERM", 143, "IS published in the ledger. Re-run with --release-id sig"),
         ("after_charge", "INT", 130, "fdp budget cancel sig"),
     ],

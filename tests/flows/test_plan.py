@@ -319,6 +319,8 @@ def test_release_lists_every_file_says_when_a_rerun_charged_nothing_and_budget_s
     assert release(cfg, tmp_path / "again", ledger, "r1") == 0
     second = capsys.readouterr().out
     assert "r1: mean of adelaide-electricity-monday (n = 508): already published — files re-written, nothing charged" in second
+    assert "charged:   period " in first and "(by the run that published it; nothing now)" not in first
+    assert "(by the run that published it; nothing now)" in second
     assert (tmp_path / "again" / "release.png").is_file()
     assert "remaining epsilon 99," in second
     assert main(["budget", "show", "--ledger", ledger]) == 0

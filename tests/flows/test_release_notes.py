@@ -18,8 +18,10 @@ COVARIANCE = REPO / "examples" / "electricity_covariance.yaml"
 FPCA = REPO / "examples" / "growth_fpca.yaml"
 DATA = REPO / "examples" / "data" / "electricity_monday.parquet"
 
-SENTENCE = re.compile(r"\*\*What is protected\.\*\* Each record is one \*[^*]+\*\. Whether or not any one of them is "
-                      r"in the data changes the probability of any published result by at most a factor e\^")
+SENTENCE = re.compile(r"\*\*What is protected\.\*\* Each record is one \*[^*]+\*\. Replacing any one of them by any "
+                      r"other possible record changes the probability of any published result by at most a factor e\^"
+                      r".*The number of records is published exactly: the guarantee compares data sets of the same "
+                      r"size in which any one record is swapped for any other\.")
 
 
 def _note(key: str, release_id: str) -> str:
