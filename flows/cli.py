@@ -364,9 +364,9 @@ def _release(config_path: Path, out: str | None, ledger_url: str | None, release
     _check_writable(out_dir)
     if not _is_published_rerun(url, rid, config):  # a re-run of a published id never needs (or reads) the data
         _check_dataset_path(config, config_path)
-        from fdp.tasks.preflight import check_strict_inputs  # loaded on use: budget/audit/schema stay light
+        from fdp.tasks.preflight import check_inputs  # loaded on use: budget/audit/schema stay light
 
-        check_strict_inputs(config, str(config_path.resolve().parent))  # row numbers: terminal only, not Prefect
+        check_inputs(config, str(config_path.resolve().parent))  # row numbers: terminal only, not Prefect
         from fdp.flows.plan_command import check_release_plan
 
         check_release_plan(config, config_path)  # tau/value_offset: auto that n * epsilon cannot pay for: exit 2

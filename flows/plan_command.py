@@ -24,6 +24,7 @@ from fdp.tasks.planning import (
     covariance_centering_check,
     tau_search_range,
 )
+from fdp.tasks.preflight import check_inputs
 from pydantic import ValidationError
 
 from fdpcore.errors import ConfigError, FdpError, LedgerError
@@ -115,6 +116,7 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
     path = Path(config_path)
     config = load_config(path)
     n = count_config_units(config, str(path.resolve().parent))
+    check_inputs(config, str(path.resolve().parent))  # what `fdp release` would refuse (exit 2), refused here too
     budget = _budget(ledger_url, config)
     rows: list[dict[str, Any]] = []
     warnings: list[str] = []

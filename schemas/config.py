@@ -64,6 +64,8 @@ class DatasetSpec(Frozen):
     def _domain_increasing(cls, v: tuple[float, float]) -> tuple[float, float]:
         if not v[0] < v[1]:
             raise ValueError(f"time_domain ({list(v)}) must satisfy a < b")
+        if not math.isfinite(v[1] - v[0]):
+            raise ValueError(f"time_domain ({list(v)}) must have a finite width b - a (it overflows)")
         return v
 
 

@@ -703,10 +703,15 @@ def count_units_of_file(path: Path, fmt: str, unit_column: str, columns: list[st
 
 
 def count_config_units(config: Any, config_dir: str) -> int:
-    """``n`` of a release of this config: the number of privacy units in its data file (unit column only)."""
+    """``n`` of a release of this config: the number of privacy units in its data file, whose named columns must exist."""
     ds = config.dataset
     path = Path(ds.path) if Path(ds.path).is_absolute() else Path(config_dir) / ds.path
-    return count_units(path, ds.format, ds.unit_column, ds.csv_delimiter)
+    if config.summary in ("kde", "erm"):
+        named = [*ds.coordinate_columns, getattr(ds, "label_column", None)]
+    else:
+        named = [ds.time_column, ds.value_column, ds.curve_column, *(name for _, name, _ in
+                                                                      getattr(config, "design_columns", list)())]
+    return count_units(path, ds.format, ds.unit_column, ds.csv_delimiter, columns=[c for c in named if c])
 
 
 def covariance_centering_check(config: Any, n: int, ledger_url: str | None) -> str | None:

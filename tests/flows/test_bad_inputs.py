@@ -293,6 +293,29 @@ def test_bad_input_table(shared: dict[str, Any], tmp_path: Path, capfd: pytest.C
     assert _snapshot(url) == before  # nothing recorded was changed, nothing was charged
     assert not (out / "manifest.json").exists() and not (out / "release.parquet").exists()
     assert not (tmp_path.parent / "escaped").exists() and not (Path("releases") / "a").exists()
+    if case in PLAN_REFUSES:  # read before Prefect starts: one clean message, no flow run and its task-failure logs
+        assert "flow run" not in err.lower() and "Task run" not in err, err
+
+
+#: The file and data cases `fdp plan` refuses too, with the release's message (it reads the data as the release
+#: does); the others need the alignment onto the grid, which only the release does.
+PLAN_REFUSES = [r[0] for r in ROWS if r[0].startswith(("file-", "data-")) and "zero-rows-after-filtering" not in r[0]
+                and r[0] != "file-all-values-nan"]
+
+
+@pytest.mark.parametrize("case", PLAN_REFUSES)
+def test_plan_refuses_what_the_release_would_refuse_with_its_message(tmp_path: Path, capfd: pytest.CaptureFixture[str],
+                                                                    case: str) -> None:
+    """A new user's `fdp plan` exited 0 on a misspelled value column and on text in it; `fdp release` then refused."""
+    _, build, code, needles = next(r for r in ROWS if r[0] == case)
+    spec = build(tmp_path)
+    assert not any(k.startswith("__") for k in spec), case
+    assert main(["plan", str(_config(tmp_path, case, spec)), "--ledger", f"sqlite:///{tmp_path / 'l.sqlite'}"]) == code
+    err = capfd.readouterr().err
+    message = err[err.rindex("fdp: error: "):]
+    for needle in needles:
+        assert needle in message, f"{needle!r} not in {message!r}"
+    assert "SECRET" not in err and not (tmp_path / "l.sqlite").exists()
 
 
 # ------------------------------------------------------------------ handled value problems (one release)
@@ -634,7 +657,7 @@ def test_messages_never_quote_data_in_stderr_prefect_logs_or_storage(tmp_path: P
         errs.append(proc.stdout + proc.stderr)
     assert not any(sentinel in e for e in errs)
     stored = [p for p in home.rglob("*") if p.is_file()]
-    assert any(p.suffix == ".db" for p in stored)  # the Prefect database was written (the runs failed in it)
+    assert not any(p.suffix == ".db" for p in stored)  # refused before Prefect's server started: no run, no database
     assert [str(p) for p in stored if sentinel.encode() in p.read_bytes()] == []
 
 
