@@ -114,13 +114,26 @@ def load_config(path: str | Path) -> Any:
 
 
 def format_validation_error(exc: ValidationError) -> str:
-    """One line per problem: ``  field.path: message``."""
-    lines = []
+    """One line per field: ``  field.path: message``.
+
+    A field that accepts one of several forms (e.g. ``tau``: a number > 0 or ``'auto'``) fails once per form;
+    pydantic names each form in the location (``constrained-float``, ``literal['auto']``). Those names are
+    dropped and the field's messages joined with "or", so the line reads as the field's rule.
+    """
+    fields: dict[str, list[str]] = {}
     for err in exc.errors():
-        loc = ".".join(str(x) for x in err["loc"]) or "(top level)"
+        path = [str(x) for x in err["loc"]]
+        cut = next((i for i, part in enumerate(path) if _is_form_name(part)), len(path))
+        loc = ".".join(path[:cut]) or "(top level)"
         msg = err["msg"].removeprefix("Value error, ")
-        lines.append(f"  {loc}: {msg}")
-    return "\n".join(lines)
+        if msg not in fields.setdefault(loc, []):
+            fields[loc].append(msg)
+    return "\n".join(f"  {loc}: {' — or: '.join(msgs)}" for loc, msgs in fields.items())
+
+
+def _is_form_name(part: str) -> bool:
+    """Whether a location part names a union member (``constrained-float``, ``literal['auto']``), not a field."""
+    return part in ("float", "int", "str", "bool", "list", "dict", "tuple") or any(c in part for c in "-[(")
 
 
 def config_sha256(config: BaseModel) -> str:

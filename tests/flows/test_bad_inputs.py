@@ -129,7 +129,7 @@ ROWS: list[tuple[str, Builder, int, list[str]]] = [
     ("config-delta-with-pure-dp", lambda d: {"privacy.delta": 1e-6}, 2, ["privacy.delta", "must be 0", "iclp_qr"]),
     ("config-budget-negative", lambda d: {"budget.epsilon": -5}, 2, ["budget.epsilon", "greater than 0"]),
     ("config-tau-zero", lambda d: {"clipping.tau": 0}, 2, ["clipping.tau", "greater than 0"]),
-    ("config-tau-negative", lambda d: {"clipping.tau": -1.0}, 2, ["clipping.tau", "greater than 0"]),
+    ("config-tau-negative", lambda d: {"clipping.tau": -1.0}, 2, ["  clipping.tau: Input should be greater than 0 — or: Input should be 'auto'\n"]),  # one line, no pydantic form names
     ("config-grid-one-point", lambda d: {"grid.size": 1}, 2, ["grid.size", "greater than or equal to 2"]),
     ("config-grid-not-increasing", lambda d: {"grid": {"rule": "trapezoid", "points": [0.0, 0.5, 0.5, 1.0]}}, 2, ["grid.points", "strictly increasing"]),
     ("config-grid-rule-mismatch", lambda d: {"grid": {"rule": "midpoint", "points": [0.0, 1.0]}}, 2, ["grid", "midpoint rule needs 'size'"]),
