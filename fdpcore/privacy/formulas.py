@@ -137,6 +137,7 @@ _ENTRIES = [
     Formula("sensitivity.erm.rkhs@1", "fdpcore.summaries.erm.erm_rkhs_sensitivity", "§9", "UPPER"),
     Formula("sensitivity.erm.iclp_one_c@1", "fdpcore.summaries.erm.erm_iclp_sensitivity", "§9", "UPPER"),
     Formula("sensitivity.erm.gp_cm@1", "fdpcore.summaries.erm.erm_gp_sensitivity", "§9", "UPPER"),
+    Formula("tuning.erm.psi.risk_prior@1", "fdpcore.summaries.erm.erm_psi_risk_prior", "§9 (derived here)", "RULE"),
     Formula("estimator.cov.iclp_qr@1", "fdpcore.summaries.covariance.iclp_qr_covariance_coefficients", "§6", "DEFINITION"),
     Formula("sensitivity.cov.public_center@1", "fdpcore.summaries.covariance.covariance_public_sensitivity", "§6 (a)", "UPPER"),
     Formula("sensitivity.cov.sample_mean_center@1", "fdpcore.summaries.covariance.covariance_sample_mean_sensitivity", "§6 (b)", "UPPER"),

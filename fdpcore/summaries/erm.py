@@ -21,6 +21,10 @@ Strong convexity then gives ``||f - f_hat||_{C^eta} <= sqrt(tolerance / psi)``, 
 used for the noise adds ``2 sqrt(tolerance / psi)`` to the exact-minimiser bound ``M kappa / (psi n)``
 of MATH.md §9.
 
+``psi`` is fixed a priori or, with ``psi="auto"``, chosen by the public rule :func:`erm_psi_risk_prior` (formula
+``tuning.erm.psi.risk_prior@1``): the ``psi`` minimising the release's expected squared noise plus the prior
+smoothing bias and sampling variance, from public inputs only; the plan then uses it exactly as that number.
+
 A unit contributes the average of its points' loss terms: the stability argument of §9 then
 holds unchanged (``docs/proofs/preprocess.points.unit_average@1.md``). Noise: ICLP (Laplace on
 whitened coefficients, pure DP) or a Gaussian process ``GP(0, C)`` (approximate DP), through
@@ -29,6 +33,7 @@ whitened coefficients, pure DP) or a Gaussian process ``GP(0, C)`` (approximate 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -41,6 +46,8 @@ from fdpcore import _validate
 from fdpcore._typing import ArrayLike, NDArrayFloat, NDArrayInt
 from fdpcore.basis.grids import Grid
 from fdpcore.errors import DomainError, PrivacyParameterError
+from fdpcore.noise.iclp import whitened_expected_sq_error
+from fdpcore.privacy.tuning import prior_sq_bias
 from fdpcore.summaries.kde import (
     PointPlan,
     PointSpace,
@@ -53,13 +60,21 @@ from fdpcore.summaries.kde import (
 
 __all__ = [
     "ERM_MECHANISMS",
+    "ERM_PSIS",
+    "ERM_SIGNAL_FRACTION",
     "HINGE_SMOOTHING",
     "LOSSES",
+    "MARGIN_SIGNAL",
+    "PSI_RULE_FORMULA",
+    "ErmPsiChoice",
     "ErmSolution",
     "erm_fallback_iterations",
     "erm_gp_sensitivity",
     "erm_iclp_sensitivity",
     "erm_lipschitz",
+    "erm_prior_sq_error",
+    "erm_prior_sq_risk",
+    "erm_psi_risk_prior",
     "erm_rkhs_sensitivity",
     "plan_erm_release",
     "release_erm",
@@ -80,6 +95,20 @@ HINGE_SMOOTHING = 1e-4
 #: Largest ``T x K x J`` (fallback iterations x grid nodes x basis functions) a plan accepts: each
 #: iteration is two ``K x J`` matrix-vector products, so about ``1e11`` multiply-adds in the worst case.
 WORK_LIMIT = 5e10
+#: Formula id of the public ``psi: auto`` rule (:func:`erm_psi_risk_prior`).
+PSI_RULE_FORMULA = "tuning.erm.psi.risk_prior@1"
+#: Default public L2 size of a ridge regression function over the domain, and the residual sd of the responses
+#: about it, as a fraction of ``label_bound`` (the ``psi: auto`` prior): the clipped responses lie in ``[-B_y, B_y]``, so
+#: both are at most ``B_y``; half of it is the log-scale centre of the plausible range ``[B_y/4, B_y]`` (the mean's
+#: ``DEFAULT_SIGNAL_FRACTION`` of ``tau``, :mod:`fdpcore.privacy.tuning`).
+ERM_SIGNAL_FRACTION = 0.5
+#: Prior of ``psi: auto`` for logistic and hinge: a decision function of L2 size 1 (the margin: the hinge's target is
+#: ``sign(2p - 1)``, of size 1; a log-odds of 1 is ``p = 0.73``) fitted with the logistic loss's curvature ``1/4`` at
+#: the boundary, so the unregularised fit has variance ``1/(1/4) = 4`` per effective dimension and unit.
+MARGIN_SIGNAL = 1.0
+#: ``psi`` values the ``psi: auto`` rule searches: ``10^(k/8)`` for ``k = -96 .. 24`` (``1e-12 .. 1e3``); values whose
+#: solver bound exceeds :data:`WORK_LIMIT` on the grid are left out (a function of public inputs only).
+ERM_PSIS = tuple(10.0 ** (k / 8.0) for k in range(-96, 25))
 
 
 def _kappa(space: PointSpace, eta: float) -> float:
@@ -494,6 +523,200 @@ def _check_work(loss: str, kappa_sq: float, psi: float, tol: float, smoothing: f
     )
 
 
+def _prior_model(loss: str, label_bound: float | None, signal_fraction: float) -> tuple[float, float, float]:
+    """``(c, s, r)`` of the ``psi: auto`` prior: the loss's curvature, the target's L2 size, the unregularised fit's sd per unit.
+
+    Ridge: ``c = 2`` (the squared loss is quadratic: exact), ``s = r = signal_fraction * B_y``. Logistic and hinge:
+    ``c = 1/4`` (the logistic curvature at the boundary; the hinge has none and is priced as its logistic
+    surrogate), ``s = MARGIN_SIGNAL``, ``r = 1/sqrt(c) = 2``.
+    """
+    f = _validate.positive_finite("signal_fraction", signal_fraction, privacy=False)
+    if loss == "ridge":
+        if label_bound is None:
+            raise PrivacyParameterError("label_bound (None) must be given for loss 'ridge'")
+        b = _validate.positive_finite("label_bound", label_bound)
+        return 2.0, f * b, f * b
+    if loss in ("logistic", "hinge"):
+        return 0.25, MARGIN_SIGNAL, 2.0
+    raise DomainError(f"loss ({loss!r}) must be one of {list(LOSSES)}")
+
+
+def erm_prior_sq_error(
+    space: PointSpace, *, eta: float, psi: ArrayLike, loss: str, n: int, label_bound: float | None = None,
+    signal_fraction: float = ERM_SIGNAL_FRACTION,
+) -> NDArrayFloat:
+    """Prior squared smoothing bias plus sampling variance of the regularised fit, before noise (formula ``tuning.erm.psi.risk_prior@1``).
+
+    .. math:: B^2(\\psi)+V(\\psi)=s^2\\sum_j\\Big(\\frac{\\psi'}{\\lambda_j^\\eta+\\psi'}\\Big)^2w_j
+              +\\frac{r^2}{n}\\sum_j\\Big(\\frac{\\lambda_j^\\eta}{\\lambda_j^\\eta+\\psi'}\\Big)^2,\\qquad \\psi'=\\frac{2\\psi}{c}
+
+    on the unit box, in label units (a decision value for logistic and hinge). For covariates spread uniformly
+    over the domain, the population objective ``E l(f(X), Y) + psi ||f||^2`` near its unregularised minimiser
+    ``f_0`` is ``(c/2) ||f - f_0||^2 + psi sum_j theta_j^2 / lambda_j^eta`` in the kernel's W-orthonormal
+    eigenbasis, so the fit is ``theta_j = lambda_j^eta / (lambda_j^eta + psi') (theta_0j + e_j)`` with ``e_j`` the
+    empirical gradient's noise, of variance ``r^2 / n`` (ridge: exactly the kernel ridge shrinkage). The
+    prior ``E theta_0j^2 = s^2 w_j`` is that of the mean's rule (:func:`fdpcore.privacy.tuning.prior_sq_bias`,
+    ``mixture`` weights); ``(c, s, r)``: ridge ``(2, f B_y, f B_y)`` with ``f = signal_fraction``, logistic and
+    hinge ``(1/4, 1, 2)``. Public inputs only; ``psi`` may be an array.
+
+    >>> from fdpcore.basis.grids import midpoint_grid
+    >>> s = point_space({"name": "matern", "nu": 1.5, "rho": 0.2}, [midpoint_grid(30)])
+    >>> e = erm_prior_sq_error(s, eta=1.5, psi=[1e-6, 1e-2, 1e2], loss="ridge", n=100, label_bound=2.0)
+    >>> bool(e[1] < e[0]) and bool(e[1] < e[2]) and bool(e[2] < 1.0)  # variance, balance, bias (s^2 = 1)
+    True
+    """
+    c, s, r = _prior_model(loss, label_bound, signal_fraction)
+    n = _validate.positive_int("n", n)
+    e = _validate.positive_finite("eta", eta)
+    p = np.asarray(psi, dtype=np.float64)
+    if not (np.all(np.isfinite(p)) and np.all(p > 0.0)):
+        raise PrivacyParameterError(f"psi ({psi!r}) must be finite and > 0")
+    lam = space.eigenvalues
+    eff = 2.0 * p / c
+    bias = np.asarray(prior_sq_bias(lam, e, eff, signal=s), dtype=np.float64)
+    keep = lam**e / (lam**e + eff[..., None])
+    return np.asarray(bias + r * r / n * np.sum(keep * keep, axis=-1), dtype=np.float64)
+
+
+def _noise_sensitivity(space: PointSpace, *, loss: str, eta: float, psi: float, n: int, tolerance: float,
+                       label_bound: float | None, gaussian: bool) -> tuple[float, float, float, float, float, float]:
+    """``(sensitivity used, exact-minimiser sensitivity, used_h, exact_h, M, kappa)`` at ``psi``: the plan's formulas."""
+    kappa = _kappa(space, eta)
+    m = erm_lipschitz(loss, kappa=kappa, psi=psi, label_bound=label_bound)
+    exact_h = erm_rkhs_sensitivity(m, kappa=kappa, psi=psi, n=n)
+    used_h = erm_rkhs_sensitivity(m, kappa=kappa, psi=psi, n=n, tolerance=tolerance)
+    norm = erm_gp_sensitivity if gaussian else erm_iclp_sensitivity
+    return norm(used_h, space, eta=eta), norm(exact_h, space, eta=eta), used_h, exact_h, m, kappa
+
+
+def _fits_work(loss: str, kappa_sq: float, psi: float, tol: float, smoothing: float, label_bound: float | None,
+               space: PointSpace) -> bool:
+    """Whether :func:`_check_work` accepts ``psi`` (public inputs only)."""
+    f0 = _loss_at_zero(loss, smoothing, label_bound if label_bound is not None else 0.0)
+    steps = erm_fallback_iterations(loss, kappa_sq=kappa_sq, psi=psi, tolerance=tol, objective_at_zero=f0,
+                                    smoothing=smoothing)
+    return bool(steps * space.eigenfunctions.shape[0] * space.n_basis <= WORK_LIMIT)
+
+
+@dataclass(frozen=True)
+class ErmPsiChoice:
+    """The ``psi`` of ``psi: auto`` (formula ``tuning.erm.psi.risk_prior@1``) and the prior it minimised; all public.
+
+    Attributes:
+        psi: the chosen regularisation weight (then used exactly as a numeric ``psi``).
+        prior_sq_risk: the minimised prior risk (unit box, label units squared): noise, bias and sampling variance.
+        signal: the prior's L2 size ``s`` of the target; ``residual``: the unregularised fit's sd ``r`` per unit.
+        curvature: the loss curvature ``c`` of the prior (``psi' = 2 psi / c``).
+        rule, formula_id: ``"risk_prior"`` and :data:`PSI_RULE_FORMULA`.
+    """
+
+    psi: float
+    prior_sq_risk: float
+    signal: float
+    residual: float
+    curvature: float
+    rule: str = "risk_prior"
+    formula_id: str = PSI_RULE_FORMULA
+
+
+def _noise_per_sensitivity(space: PointSpace, epsilon: float, delta: float, *, gaussian: bool, calibration: str) -> float:
+    """``E||noise||_W^2`` per unit sensitivity squared: ``2 tr C / epsilon^2`` (Laplace) or ``(sigma/Delta)^2 tr C`` (GP)."""
+    cal = _calibrate(1.0, epsilon, delta, space.n_basis, gaussian=gaussian, calibration=calibration, secure=False)
+    s = cal.scale
+    return whitened_expected_sq_error(space.recolour, space.weights, s * s if gaussian else 2.0 * s * s)
+
+
+def erm_psi_risk_prior(
+    space: PointSpace,
+    *,
+    n: int,
+    epsilon: float,
+    loss: str,
+    eta: float = 1.5,
+    mechanism: str = "iclp",
+    label_bound: float | None = None,
+    delta: float = 0.0,
+    calibration: str = "analytic",
+    tolerance: float = DEFAULT_TOLERANCE,
+    smoothing: float = HINGE_SMOOTHING,
+    signal_fraction: float = ERM_SIGNAL_FRACTION,
+    psis: Sequence[float] = ERM_PSIS,
+) -> ErmPsiChoice:
+    """``psi: auto``: the ``psi`` minimising a prior risk of the released function (formula ``tuning.erm.psi.risk_prior@1``).
+
+    .. math:: \\hat\\psi=\\arg\\min_{\\psi\\in\\Psi}\\ B^2(\\psi)+V(\\psi)+\\kappa_\\epsilon\\,\\Delta(\\psi)^2,\\qquad
+              \\Delta(\\psi)=\\Big(\\frac{M(\\psi)\\kappa_\\eta}{\\psi n}+2\\sqrt{\\mathrm{tol}/\\psi}\\Big)\\,N_\\eta
+
+    ``B^2 + V`` is :func:`erm_prior_sq_error` (smoothing bias of a target of public size and the sampling
+    variance); ``kappa_eps Delta^2`` is the release's expected squared L2 noise ``E||noise||_W^2``, with the
+    sensitivity the plan uses at that ``psi`` -- :func:`erm_lipschitz` (``M`` grows like ``1/sqrt(psi)`` for
+    ridge), :func:`erm_rkhs_sensitivity` with the solver slack, ``N = sqrt(tr C^(eta-1))`` (ICLP) or
+    ``max lambda^((eta-1)/2)`` (GP) -- and ``kappa_eps = 2 tr C / epsilon^2`` (Laplace) or ``(sigma/Delta)^2 tr C``
+    (the Gaussian calibration). ``Psi`` is ``psis`` less the values whose solver bound exceeds
+    :data:`WORK_LIMIT`. More budget lowers ``kappa_eps``, so the argmin moves to smaller ``psi`` and the minimal
+    risk falls as epsilon grows.
+
+    Privacy assumptions: every input is public (kernel and grid through ``space``, ``n`` under replace-one,
+    ``epsilon``/``delta``, loss, ``label_bound``, the fixed prior); no data is read, so the choice costs nothing
+    and the sensitivity at the chosen ``psi`` is exactly that of a numeric ``psi``.
+
+    Raises:
+        DomainError: no candidate ``psi`` fits the solver's work limit on this grid (raise the tolerance).
+
+    >>> from fdpcore.basis.grids import midpoint_grid
+    >>> s = point_space({"name": "matern", "nu": 1.5, "rho": 0.2}, [midpoint_grid(50)])
+    >>> a = erm_psi_risk_prior(s, n=272, epsilon=1.0, loss="ridge", label_bound=40.0)
+    >>> b = erm_psi_risk_prior(s, n=272, epsilon=5.0, loss="ridge", label_bound=40.0)
+    >>> b.psi < a.psi and b.prior_sq_risk < a.prior_sq_risk, a.formula_id
+    (True, 'tuning.erm.psi.risk_prior@1')
+    """
+    n = _validate.positive_int("n", n)
+    eps = _validate.positive_finite("epsilon", epsilon)
+    dl = _validate.delta_value(delta)
+    e = _validate.positive_finite("eta", eta)
+    tol = _validate.positive_finite("tolerance", tolerance, privacy=False)
+    mu_h = _validate.positive_finite("smoothing", smoothing, privacy=False)
+    if mechanism not in ERM_MECHANISMS:
+        raise DomainError(f"mechanism ({mechanism!r}) must be one of {list(ERM_MECHANISMS)}")
+    gaussian = mechanism == "gp"
+    if gaussian and dl == 0.0:
+        raise PrivacyParameterError("delta (0.0) must be > 0 for mechanism 'gp' (Gaussian noise)")
+    c, s, r = _prior_model(loss, label_bound, signal_fraction)
+    kappa_sq = _kappa(space, e) ** 2
+    grid = [float(_validate.positive_finite("psi", p)) for p in psis]
+    cands = np.asarray([p for p in grid if _fits_work(loss, kappa_sq, p, tol, mu_h, label_bound, space)])
+    if cands.size == 0:
+        raise DomainError(f"psi: auto found no psi in [{min(grid):.3g}, {max(grid):.3g}] whose solver bound fits the work "
+                          f"limit {WORK_LIMIT:.0e} on this grid; raise erm.tolerance or use a coarser grid")
+    factor = _noise_per_sensitivity(space, eps, dl, gaussian=gaussian, calibration=calibration)
+    noise = np.asarray([factor * _noise_sensitivity(space, loss=loss, eta=e, psi=float(p), n=n, tolerance=tol,
+                                                    label_bound=label_bound, gaussian=gaussian)[0] ** 2 for p in cands])
+    risk = erm_prior_sq_error(space, eta=e, psi=cands, loss=loss, n=n, label_bound=label_bound,
+                              signal_fraction=signal_fraction) + noise
+    k = int(np.argmin(risk))
+    return ErmPsiChoice(float(cands[k]), float(risk[k]), s, r, c)
+
+
+def erm_prior_sq_risk(plan: PointPlan, *, signal_fraction: float = ERM_SIGNAL_FRACTION) -> float:
+    """The prior risk of an ERM plan at its ``psi`` (unit box): ``E||noise||^2`` plus :func:`erm_prior_sq_error`.
+
+    What ``fdp plan`` shows as ``with bias`` (times the source domain's ``sqrt(area)``): for ``psi: auto`` the
+    minimum that :func:`erm_psi_risk_prior` found; for a numeric ``psi`` the same prior at that ``psi``. Public inputs
+    only; the real bias depends on the (unknown) regression function.
+
+    >>> from fdpcore.basis.grids import midpoint_grid
+    >>> g, k = midpoint_grid(50), {"name": "matern", "nu": 1.5, "rho": 0.2}
+    >>> auto = plan_erm_release(g, k, n=272, epsilon=1.0, loss="ridge", psi="auto", label_bound=40.0, secure=False)
+    >>> fixed = plan_erm_release(g, k, n=272, epsilon=1.0, loss="ridge", psi=0.01, label_bound=40.0, secure=False)
+    >>> erm_prior_sq_risk(auto) < erm_prior_sq_risk(fixed)
+    True
+    """
+    par = plan.parameters
+    return float(plan.expected_sq_l2_error + erm_prior_sq_error(
+        plan.space, eta=par["eta"], psi=par["psi"], loss=par["loss"], n=plan.n, label_bound=par["label_bound"],
+        signal_fraction=signal_fraction))
+
+
 def plan_erm_release(
     axes: Grid | Sequence[Grid],
     kernel: Mapping[str, object],
@@ -501,7 +724,7 @@ def plan_erm_release(
     n: int,
     epsilon: float,
     loss: str,
-    psi: float,
+    psi: float | str,
     eta: float = 1.5,
     mechanism: str = "iclp",
     label_bound: float | None = None,
@@ -520,7 +743,9 @@ def plan_erm_release(
         epsilon: guarantee (``delta = 0`` for ``iclp``, ``> 0`` for ``gp``).
         delta: see ``epsilon``.
         loss: ``"ridge"``, ``"logistic"`` or ``"hinge"``.
-        psi: regularisation weight (fixed a priori).
+        psi: regularisation weight fixed a priori, or ``"auto"``: the public rule :func:`erm_psi_risk_prior`
+            (formula ``tuning.erm.psi.risk_prior@1``, recorded in ``parameters["psi_rule"]``), whose ``psi`` then
+            sets the sensitivity exactly as the same number would.
         eta: power of the kernel (``eta > 1 + 1/beta`` keeps the ICLP bound grid-uniform).
         mechanism: ``"iclp"`` (Laplace, pure) or ``"gp"`` (Gaussian process, approximate).
         label_bound: ``B_y`` (ridge only); labels are clipped to ``[-B_y, B_y]``.
@@ -548,26 +773,29 @@ def plan_erm_release(
     e = _validate.positive_finite("eta", eta)
     if e < 1.0:
         raise PrivacyParameterError(f"eta ({eta!r}) must be >= 1 (MATH.md §9)")
-    p = _validate.positive_finite("psi", psi)
+    if isinstance(psi, str) and psi != "auto":
+        raise PrivacyParameterError(f"psi ({psi!r}) must be a number > 0 or 'auto'")
+    fixed = None if isinstance(psi, str) else _validate.positive_finite("psi", psi)
     tol = _validate.positive_finite("tolerance", tolerance, privacy=False)
     if mechanism not in ERM_MECHANISMS:
         raise DomainError(f"mechanism ({mechanism!r}) must be one of {list(ERM_MECHANISMS)}")
     mu_h = _validate.positive_finite("smoothing", smoothing, privacy=False)
-    space = point_space(kernel, grids)
-    kappa = _kappa(space, e)
-    m = erm_lipschitz(loss, kappa=kappa, psi=p, label_bound=label_bound)
-    steps = _check_work(loss, kappa**2, p, tol, mu_h, label_bound, space)
-    exact_h = erm_rkhs_sensitivity(m, kappa=kappa, psi=p, n=n)
-    used_h = erm_rkhs_sensitivity(m, kappa=kappa, psi=p, n=n, tolerance=tol)
     gaussian = mechanism == "gp"
     if gaussian and dl == 0.0:
         raise PrivacyParameterError("delta (0.0) must be > 0 for mechanism 'gp' (Gaussian noise)")
-    if gaussian:
-        sens, paper, sid, norm = (erm_gp_sensitivity(used_h, space, eta=e), erm_gp_sensitivity(exact_h, space, eta=e),
-                                  "sensitivity.erm.gp_cm@1", "Cameron-Martin (C)")
+    space = point_space(kernel, grids)
+    choice: ErmPsiChoice | None = None
+    if fixed is None:  # psi: auto -- public inputs only; the chosen psi is then used exactly as a number would be
+        choice = erm_psi_risk_prior(space, n=n, epsilon=eps, loss=loss, eta=e, mechanism=mechanism,
+                                    label_bound=label_bound, delta=dl, calibration=calibration, tolerance=tol,
+                                    smoothing=mu_h)
+        p = choice.psi
     else:
-        sens, paper, sid, norm = (erm_iclp_sensitivity(used_h, space, eta=e), erm_iclp_sensitivity(exact_h, space, eta=e),
-                                  "sensitivity.erm.iclp_one_c@1", "1,C")
+        p = fixed
+    sens, paper, used_h, exact_h, m, kappa = _noise_sensitivity(space, loss=loss, eta=e, psi=p, n=n, tolerance=tol,
+                                                                label_bound=label_bound, gaussian=gaussian)
+    steps = _check_work(loss, kappa**2, p, tol, mu_h, label_bound, space)
+    sid, norm = ("sensitivity.erm.gp_cm@1", "Cameron-Martin (C)") if gaussian else ("sensitivity.erm.iclp_one_c@1", "1,C")
     cal = _calibrate(sens, eps, dl, space.n_basis, gaussian=gaussian, calibration=calibration, secure=secure)
     grid_ids = {"grid.midpoint@1" if g.rule == "midpoint" else "grid.trapezoid@1" for g in grids}
     ids = {*grid_ids, "eigen.weighted_kl@1", "preprocess.points.unit_average@1", "estimator.erm.rkhs@1",
@@ -575,15 +803,25 @@ def plan_erm_release(
            "sensitivity.erm.lipschitz@1", "sensitivity.erm.rkhs@1", sid, "noise.whitened.expected_sq_l2@1",
            "kernel.power_trace@1",
            f"calibration.gaussian.{calibration}@1" if gaussian else "calibration.iclp.laplace_whitened@1",
-           *(("eigen.tensor_kron@1",) if len(grids) == 2 else ())}
+           *(("eigen.tensor_kron@1",) if len(grids) == 2 else ()), *((PSI_RULE_FORMULA,) if choice else ())}
     params: dict[str, Any] = {
         "loss": loss, "eta": e, "psi": p, "kernel": space.kernel, "dim": len(grids), "kappa_eta": kappa,
         "lipschitz": m, "label_bound": label_bound, "rkhs_sensitivity": used_h, "rkhs_sensitivity_exact_minimiser": exact_h,
         "tolerance": tol, "hinge_smoothing": mu_h if loss == "hinge" else None, "fallback_iterations": steps,
         "snapping": "each covariate point to its nearest grid node (record-wise)",
         "calibration": calibration if gaussian else None, "rho": cal.rho if gaussian else None,  # type: ignore[union-attr]
+        "psi_rule": "fixed" if choice is None else choice.rule, "psi_formula": None if choice is None else choice.formula_id,
     }
-    return PointPlan("erm", mechanism, space, n, eps, dl, sens, sid, paper, sid, norm, cal, params, tuple(sorted(ids)))
+    plan = PointPlan("erm", mechanism, space, n, eps, dl, sens, sid, paper, sid, norm, cal, params, tuple(sorted(ids)))
+    # the public prior of tuning.erm.psi.risk_prior@1 and the error under it at this psi (fixed or chosen): what
+    # `fdp plan` shows as 'with bias' (root mean square over the domain, label units)
+    c, s, r = _prior_model(loss, label_bound, ERM_SIGNAL_FRACTION)
+    prior: dict[str, Any] = {"signal_l2": s, "residual_sd": r, "curvature": c,
+                             "signal_fraction": ERM_SIGNAL_FRACTION if loss == "ridge" else None,
+                             "rms_error_with_bias": math.sqrt(erm_prior_sq_risk(plan))}
+    if choice is not None:
+        prior["candidates"] = [min(ERM_PSIS), max(ERM_PSIS)]
+    return dataclasses.replace(plan, parameters={**params, "psi_prior": prior})
 
 
 def summarise_erm(points: ArrayLike, labels: ArrayLike, unit_codes: ArrayLike, plan: PointPlan) -> NDArrayFloat:
@@ -618,7 +856,7 @@ def release_erm(
     kernel: Mapping[str, object],
     epsilon: float,
     loss: str,
-    psi: float,
+    psi: float | str,
     eta: float = 1.5,
     mechanism: str = "iclp",
     label_bound: float | None = None,
@@ -630,7 +868,8 @@ def release_erm(
 ) -> tuple[NDArrayFloat, PointPlan]:
     """Release a private RKHS-regularised ERM function on the grid (the Python facade): ``(draws x K, plan)``.
 
-    ``label_offset`` (ridge only) is a public centre chosen a priori: it is subtracted from every response
+    ``psi`` is a number fixed a priori or ``"auto"`` (the public rule :func:`erm_psi_risk_prior`; the plan records
+    the ``psi`` it chose in ``parameters["psi"]``). ``label_offset`` (ridge only) is a public centre chosen a priori: it is subtracted from every response
     before the clipping to ``[-label_bound, label_bound]`` and added to the released function (record-wise
     pre-processing and post-processing with a public constant, so the guarantee is the plan's).
 
