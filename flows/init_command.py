@@ -357,8 +357,10 @@ def _point_config(  # noqa: PLR0913 - one argument per command-line option
                   "mechanism: iclp",
                   "kernel: {name: matern, nu: 1.5, rho: 0.2}   # PUBLIC: smoothness of the function and of the noise",
                   "eta: 1.5             # > 1 + 1/beta = 1.25 for Matern-3/2: grid-uniform ICLP bound (MATH.md §9)",
-                  "psi: 0.01            # PUBLIC regularisation: the noise falls as 1/(psi n), the bias grows with psi; "
-                  "see fdp plan",
+                  "psi: auto            # PUBLIC rule tuning.erm.psi.risk_prior@1 (no data, no budget): the psi that "
+                  "minimises the expected noise (falls as psi grows) + smoothing bias (grows with psi) for "
+                  + ("a function of size 0.5 x label_bound" if loss == "ridge" else "a decision function of size 1")
+                  + "; `fdp plan` shows the psi it picks per epsilon; or a number fixed a priori",
                   *([f"label_offset: {float(label_offset)!r}   # PUBLIC centre of the responses, chosen a priori: "
                      "subtracted before clipping, added back to the released function",
                      f"label_bound: {label_bound!r}   # PUBLIC: responses minus label_offset are clipped to [-B, B]"]

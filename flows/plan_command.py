@@ -111,6 +111,35 @@ def _tau_break_even(config: Any, n: int, row: dict[str, Any]) -> float | None:
     return float((fixed_error / auto_error) ** (1.0 / power))
 
 
+def _erm_row(config: Any, parameters: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
+    """An ERM row's ``with bias`` and (ridge) ``relative`` over ``label_bound``, from the plan's public parameters.
+
+    ``with bias`` is the plan's ``psi_prior.rms_error_with_bias`` (the root mean square over the domain of noise,
+    smoothing bias and sampling variance under the prior of ``tuning.erm.psi.risk_prior@1``, at the plan's psi)
+    over the source domain, like ``E L2 error`` (``sqrt(area)`` x the root mean square). A ridge release's
+    ``relative`` is the noise's root mean square over the domain (``expected_l2_error_scaled``) over ``label_bound``;
+    logistic and hinge keep theirs (over a decision value of 1).
+    """
+    prior = parameters["psi_prior"]
+    area = math.prod(float(b) - float(a) for a, b in config.dataset.domain)
+    out: dict[str, Any] = {"expected_l2_error_with_bias": prior["rms_error_with_bias"] * math.sqrt(area)}
+    if config.loss == "ridge":
+        out["relative_error"] = row["expected_l2_error_scaled"] / config.label_bound
+        out["relative_note"] = (f"the root mean square of the noise over the domain, over label_bound = "
+                                f"{config.label_bound:g} (the public bound on |response - label_offset|)")
+        size = (f"a regression function of L2 size {prior['signal_l2']:g} ({prior['signal_fraction']:g} x label_bound) "
+                f"with residual sd {prior['residual_sd']:g}")
+    else:
+        size = f"a decision function of L2 size {prior['signal_l2']:g} (the margin) under the logistic curvature 1/4"
+    rule = ("the prior that psi: auto minimises (tuning.erm.psi.risk_prior@1), so it falls as epsilon grows"
+            if parameters.get("psi_rule") == "risk_prior" else
+            "the prior of psi: auto (tuning.erm.psi.risk_prior@1) at this fixed psi, where more epsilon lowers only "
+            "the noise")
+    out["with_bias_note"] = (f"sqrt(E L2 error^2 + smoothing bias^2 + sampling variance) for {size}: {rule}; the real "
+                             "bias depends on the unknown function")
+    return out
+
+
 def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_url: str | None) -> dict[str, Any]:
     """The plan of a config at each epsilon (JSON-able); raises :class:`FdpError` on a bad config or data file."""
     path = Path(config_path)
@@ -125,7 +154,10 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
         row: dict[str, Any]
         try:
             cfg = _at_epsilon(config, eps)
-            row = accuracy(cfg, build_plan(cfg, n), n).as_dict()
+            plan = build_plan(cfg, n)
+            row = accuracy(cfg, plan, n).as_dict()
+            if cfg.summary == "erm":  # the prior error 'with bias'; ridge: 'relative' over label_bound
+                row.update(_erm_row(cfg, plan.parameters, row))
             row["tau_break_even"] = _tau_break_even(cfg, n, row)
             if cfg.summary == "covariance":
                 warning = covariance_centering_check(cfg, n, ro_url)
@@ -205,7 +237,8 @@ def print_plan(report: dict[str, Any]) -> None:
             continue
         t = r["tuning"]
         tuning = ", ".join(f"{k}={_fmt(v) if isinstance(v, float) else v}" for k, v in t.items()
-                           if k in ("rule", "eta", "psi", "n_basis", "lattice_k", "gamma", "bandwidth", "prior_strength")
+                           if k in ("rule", "psi_rule", "eta", "psi", "n_basis", "lattice_k", "gamma", "bandwidth",
+                                    "prior_strength")
                            and v is not None)
         rel = "-" if r["relative_error"] is None else f"{100 * r['relative_error']:.3g}%"
         fits = "" if r["fits_budget"] in (None, True) else " (over budget)"
@@ -218,7 +251,10 @@ def print_plan(report: dict[str, Any]) -> None:
     for note, relative in sorted(notes, key=lambda x: (x[0], x[1] or "")):
         print(f"  {note}" if fpca else f"  E L2 error: {note}; relative: {relative}"
               + ("; 95% band: widest pointwise half-width of the noise (in the release's units)" if banded else ""))
-    if biased:
+    erm_notes = sorted({r["with_bias_note"] for r in report["rows"] if r.get("with_bias_note")})
+    for text in erm_notes:
+        print(f"  with bias: {text}")
+    if biased and not erm_notes:
         target = {"mean": "a mean of norm signal_fraction x tau",
                   "covariance": "a surface of size signal_fraction x tau^2",
                   "fosr": "cross-moment curves of norm signal_fraction x tau"}.get(report["summary"], "a typical target")

@@ -38,7 +38,13 @@ class ErmReleaseConfig(Frozen):
     mechanism: Literal["iclp", "gp"] = Field("iclp", description="iclp: pure DP; gp: Gaussian process, (epsilon, delta)")
     kernel: dict[str, Any] = Field(description="1-D kernel C, e.g. {name: matern, nu: 1.5, rho: 0.2}; product kernel in 2-D")
     eta: float = Field(1.5, ge=1.0, description="H = H_{C^eta}; eta > 1 + 1/beta keeps the ICLP bound grid-uniform")
-    psi: PositiveFloat = Field(description="regularisation weight (fixed a priori)")
+    psi: PositiveFloat | Literal["auto"] = Field(
+        "auto", description="regularisation weight of ||f||^2 in H_{C^eta}: 'auto' (default) chooses it by the public rule "
+        "tuning.erm.psi.risk_prior@1 from n, epsilon/delta, the mechanism, the kernel, the loss and label_bound (no data, "
+        "no budget): the psi minimising the expected squared noise (sensitivity M kappa/(psi n), so noise falls as psi "
+        "grows) plus the smoothing bias and sampling variance of a regression function of public size "
+        "0.5 x label_bound (ridge) or 1 (logistic, hinge), which grow and fall with psi; `fdp plan` shows the psi it "
+        "picks at each epsilon. Or a number fixed a priori")
     label_bound: PositiveFloat | None = Field(None, description="ridge only: responses are clipped to [-B_y, B_y] (after "
                                                           "label_offset is subtracted)")
     label_offset: float = Field(0.0, allow_inf_nan=False, description="ridge only: a PUBLIC centre of the responses, "
