@@ -12,7 +12,16 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
-__all__ = ["coefficients_png", "curves_png", "error_vs_epsilon_png", "profiles_png", "surface_png"]
+__all__ = ["NOISE_BAND_LABEL", "T2_BAND_LABEL", "coefficients_png", "curves_png", "error_vs_epsilon_png", "legend_of",
+           "profiles_png", "surface_png"]
+
+#: The label of every pointwise noise band: it is the noise's spread around the release, never a confidence interval
+#: for the truth (clipping and smoothing bias are outside it).
+NOISE_BAND_LABEL = "noise-only 95% band (not a confidence interval)"
+#: FoSR's band: the noise of the cross moments T2 alone (T1's noise and the inverse's amplification are outside it).
+T2_BAND_LABEL = "T2 noise band (not a confidence interval)"
+#: The PNG text key that holds a plot's legend labels (so a reader, or a test, can read them without the image).
+LEGEND_KEY = "Description"
 
 
 @cache
@@ -34,7 +43,7 @@ def curves_png(
     ylabel: str,
     title: str,
     band: tuple[Any, Any] | None = None,
-    band_label: str = "95% noise band",
+    band_label: str = NOISE_BAND_LABEL,
     zero_line: bool = False,
 ) -> bytes:
     """One line per released curve (and an optional band) as PNG bytes, without volatile metadata."""
@@ -52,9 +61,22 @@ def curves_png(
     ax.legend(fontsize=8)
     fig.tight_layout()
     sink = io.BytesIO()
-    fig.savefig(sink, format="png", metadata={"Software": None})
+    fig.savefig(sink, format="png", metadata={"Software": None, LEGEND_KEY: _legend_text(ax)})
     plt.close(fig)
     return sink.getvalue()
+
+
+def _legend_text(ax: Any) -> str:
+    """The legend's labels of ``ax``, joined by `` | `` (stored in the PNG's text under :data:`LEGEND_KEY`)."""
+    return "legend: " + " | ".join(ax.get_legend_handles_labels()[1])
+
+
+def legend_of(png: bytes) -> str:
+    """The legend text a plot of this module stored in its PNG (``''`` when it stored none)."""
+    from PIL import Image
+
+    with Image.open(io.BytesIO(png)) as image:
+        return str(image.info.get(LEGEND_KEY, ""))
 
 
 def surface_png(x: Any, y: Any, values: Any, *, xlabel: str, ylabel: str, title: str, colorbar: str) -> bytes:
@@ -86,10 +108,11 @@ def error_vs_epsilon_png(report: Mapping[str, Any]) -> bytes:
     if rows:
         eps = [r["epsilon"] for r in rows]
         ax.plot(eps, [r[key] for r in rows], marker="o", label="expected captured-energy shortfall per record"
-                if fpca else "expected L2 error of the noise")
+                if fpca else "expected L2 error of the noise (noise only: bias not included)")
         bands = [(r["epsilon"], r["band_half_width_max"]) for r in rows if r.get("band_half_width_max") is not None]
         if bands:
-            ax.plot(*zip(*bands, strict=True), marker="s", linestyle="--", label="widest 95% noise band (pointwise)")
+            ax.plot(*zip(*bands, strict=True), marker="s", linestyle="--",
+                    label=f"widest {NOISE_BAND_LABEL} (pointwise)")
         ax.axvline(report["config_epsilon"], color="0.6", linewidth=0.8, label="epsilon of the config")
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -108,20 +131,23 @@ def error_vs_epsilon_png(report: Mapping[str, Any]) -> bytes:
                  fontsize=9)
     fig.tight_layout()
     sink = io.BytesIO()
-    fig.savefig(sink, format="png", metadata={"Software": None})
+    fig.savefig(sink, format="png", metadata={"Software": None, LEGEND_KEY: _legend_text(ax)})
     plt.close(fig)
     return sink.getvalue()
 
 
 def coefficients_png(t: Any, curves: Mapping[str, Any], bands: Mapping[str, tuple[Any, Any]], *, xlabel: str,
-                     ylabel: str, title: str) -> bytes:
-    """One panel per released coefficient curve with its noise band (private values only), as PNG bytes."""
+                     ylabel: str, title: str, band_label: str = T2_BAND_LABEL) -> bytes:
+    """One panel per released coefficient curve with its noise band (private values only), as PNG bytes.
+
+    FoSR's band is the noise of ``T2`` alone (:data:`T2_BAND_LABEL`), not a confidence band for the coefficient.
+    """
     plt = _pyplot()
     k = len(curves)
     fig, axes = plt.subplots(1, k, figsize=(3.4 * k, 3.4), dpi=100, squeeze=False)
     for ax, (name, values) in zip(axes[0], curves.items(), strict=True):
         lo, hi = bands[name]
-        ax.fill_between(t, lo, hi, color="tab:blue", alpha=0.18, linewidth=0, label="95% noise band")
+        ax.fill_between(t, lo, hi, color="tab:blue", alpha=0.18, linewidth=0, label=band_label)
         ax.plot(t, values, linewidth=1.4, color="tab:blue", label="private estimate")
         if name != "intercept":
             ax.axhline(0.0, color="0.6", linewidth=0.8)
@@ -153,6 +179,6 @@ def _panels_png(plt: Any, fig: Any, axes: Any, *, ylabel: str, title: str) -> by
     fig.suptitle(textwrap.fill(title, width=max(30, int(15 * width))), fontsize=9)  # ~15 characters per inch at 9 pt
     fig.tight_layout()
     sink = io.BytesIO()
-    fig.savefig(sink, format="png", metadata={"Software": None})
+    fig.savefig(sink, format="png", metadata={"Software": None, LEGEND_KEY: _legend_text(axes[0][0])})
     plt.close(fig)
     return bytes(sink.getvalue())
