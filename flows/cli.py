@@ -390,7 +390,7 @@ def _run_release(config: Any, config_path: Path, out_dir: Path, url: str, rid: s
             raise
         if other_run != "published":
             raise _explain_failure(exc, Ledger(url, read_only=True), rid, None, other_run) from None
-    _warn_before_release(config, config_path, url)
+    _warn_before_release(config, config_path, url, rid)
     server = start_temporary_server()  # None when an API is configured; else it boots while the flow imports
     flow = SUMMARIES[config.summary].flow
     if server is None:
@@ -429,9 +429,13 @@ def _run_release(config: Any, config_path: Path, out_dir: Path, url: str, rid: s
     return EXIT_OK
 
 
-def _warn_before_release(config: Any, config_path: Path, url: str) -> None:
-    """Config-time warnings (e.g. a covariance centre whose noise would dominate); nothing is charged yet."""
-    if config.summary == "covariance":
+def _warn_before_release(config: Any, config_path: Path, url: str, rid: str) -> None:
+    """Config-time warnings, as ``fdp plan`` states them; nothing is charged yet.
+
+    A covariance centre whose noise would dominate, FoSR's unreliable coefficients, a ``tau: auto`` that can
+    only target a low quantile level. None for a re-run of a published id (it charges and reads nothing).
+    """
+    if config.summary in ("mean", "covariance", "fosr") and not _is_published_rerun(url, rid, config):
         from fdp.flows.plan_command import release_warnings
 
         for w in release_warnings(config, config_path, url):
@@ -448,14 +452,18 @@ def _print_release(manifest: dict[str, Any], out_dir: Path, budget: DatasetBudge
     print(f"  written:   {files[0]}")
     for f in files[1:]:
         print(f"             {f}")
-    from fdp.tasks._publish import accuracy_text  # loaded by the release already
+    from fdp.tasks._publish import accuracy_text, low_tau_text  # loaded by the release already
 
     accuracy = accuracy_text(manifest)
     if accuracy is not None:
         bought = any(c.get("name") == "tau" and c.get("epsilon", 0) > 0
                      for c in manifest.get("parameters", {}).get("public_choices") or ())
-        print(f"  accuracy:  {accuracy}; " + ("`fdp plan` stated it at tau = 1: this is that figure at the tau released"
-                                             if bought else "as `fdp plan` stated"))
+        print(f"  accuracy:  {accuracy}")
+        print("             " + ("`fdp plan` stated it at tau = 1: this is that figure at the tau released"
+                                 if bought else "as `fdp plan` stated"))
+        low = low_tau_text(manifest)
+        if low is not None:
+            print(f"             {low}")
     if period is not None:
         print(f"  charged:   period {period}" + (" (by the run that published it; nothing now)" if rerun else ""))
     print(f"  budget:    {_budget_line(budget, period)}")

@@ -15,6 +15,7 @@ from urllib.parse import quote
 
 from fdp.flows.config import format_validation_error, load_config
 from fdp.flows.registry import SUMMARIES
+from fdp.tasks._publish import LOW_TAU_LEVEL, clip_target, low_level_text
 from fdp.tasks.planning import (
     accuracy,
     alignment_requirement,
@@ -31,6 +32,9 @@ from fdpcore.errors import ConfigError, FdpError, LedgerError
 from fdpcore.ledger import DatasetBudget, Ledger, default_ledger_url
 
 __all__ = ["LADDER", "check_release_plan", "epsilon_ladder", "plan_report", "print_plan", "release_warnings"]
+
+#: The tuning parameters a plan row shows (``print_plan``'s tuning column).
+TUNED = ("rule", "psi_rule", "eta", "psi", "n_basis", "lattice_k", "gamma", "bandwidth", "prior_strength")
 
 #: Multipliers of the config's epsilon shown when no ``--epsilon`` is given.
 LADDER = (0.25, 0.5, 1.0, 2.0, 4.0)
@@ -159,6 +163,9 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
             if cfg.summary == "erm":  # the prior error 'with bias'; ridge: 'relative' over label_bound
                 row.update(_erm_row(cfg, plan.parameters, row))
             row["tau_break_even"] = _tau_break_even(cfg, n, row)
+            low = low_tau_warning(cfg, row)
+            if low is not None:
+                warnings.append(f"at epsilon {eps:g}: {low}")
             if cfg.summary == "covariance":
                 warning = covariance_centering_check(cfg, n, ro_url)
                 if warning is not None:
@@ -237,8 +244,7 @@ def print_plan(report: dict[str, Any]) -> None:
             continue
         t = r["tuning"]
         tuning = ", ".join(f"{k}={_fmt(v) if isinstance(v, float) else v}" for k, v in t.items()
-                           if k in ("rule", "psi_rule", "eta", "psi", "n_basis", "lattice_k", "gamma", "bandwidth",
-                                    "prior_strength")
+                           if k in TUNED
                            and v is not None)
         rel = "-" if r["relative_error"] is None else f"{100 * r['relative_error']:.3g}%"
         fits = "" if r["fits_budget"] in (None, True) else " (over budget)"
@@ -289,20 +295,108 @@ def print_plan(report: dict[str, Any]) -> None:
               "less weight than rho is shrunk towards 0, and its coefficient curve is biased and unreliable — with "
               "one-hot covariates, any level held by fewer than rho x n units ("
               + ", ".join(f"{f * n:.3g}" for _, f in floors) + f" of {n}) makes the smallest eigenvalue fall below "
-              "rho; more epsilon lowers rho. The E L2 error above is the noise of T2 only")
+              "rho; more epsilon lowers rho. The E L2 error above is the noise of T2 only: the coefficients' error is "
+              "larger (the inverse of T1 amplifies it)")
+    rising = _rising_note(report["rows"], error_key, biased)
+    if rising is not None:
+        print(f"  {rising}")
     for a in report["assumptions"][2:]:
         print(f"  assumes: {a}")
     for w in report["warnings"]:
         print(f"  warning: {w}")
 
 
+def low_tau_warning(config: Any, row: dict[str, Any]) -> str | None:
+    """``fdp plan``'s warning for a row whose ``tau: auto`` targets a low quantile level (< 0.9); ``None`` otherwise.
+
+    Public inputs only: the level is the plan's (``tuning.tau.quantile_level@2``, from n and the tau split).
+    """
+    if config.summary not in ("mean", "covariance", "fosr"):
+        return None
+    level = next((b["quantile_level"] for b in row.get("bought") or () if b["name"] == "tau" and not b["a_priori"]),
+                 None)
+    if level is None or level >= LOW_TAU_LEVEL:
+        return None
+    centering = getattr(config, "centering", None)
+    target = clip_target(None if centering is None else centering.model_dump(mode="json"),
+                         config.dataset.value_offset)
+    return (low_level_text(config.summary, level, target, planned=True)
+            + " (the level rises with n * epsilon); levers: more epsilon, a public clipping.tau if a tight "
+            "a-priori bound on the norms is known, a public reference curve close to the expected mean ("
+            + ("centering.reference)" if config.summary == "covariance" else "centering)"))
+
+
+def fosr_floor_warning(floor: float, n: int) -> str:
+    """The FoSR warning on the safe inverse's floor ``rho`` (public: it needs ``n`` and the plan only)."""
+    return (f"the coefficients are T1~^+ T2~ with the eigenvalues of the released design moments T1 raised to at least "
+            f"rho = {floor:.3g}: a covariate direction with less weight than rho is shrunk towards 0 and its "
+            f"coefficient curve is biased and unreliable — with one-hot covariates, any level held by fewer than "
+            f"rho x n = {floor * n:.3g} of the {n} units; more epsilon lowers rho. The stated error is the T2 noise only: "
+            "the coefficients' error is larger (the inverse of T1 amplifies it)")
+
+
+def _tuned(row: dict[str, Any]) -> dict[str, Any]:
+    """The tuning parameters a row's rule picked (what changes the smoothing)."""
+    return {k: v for k, v in row["tuning"].items() if k in TUNED}
+
+
+def _rising_note(rows: list[dict[str, Any]], key: str, biased: bool) -> str | None:
+    """Why the E L2 error column rises with epsilon where it does (more epsilon never buys more noise by itself).
+
+    Two causes, both public: rows on different footings for ``tau`` (the a-priori upper end of ``tau_range``
+    with the whole epsilon for the noise, against a bought tau with what its split leaves; both priced at
+    ``tau = 1``), and the tuning, which trades smoothing for noise (less smoothing as epsilon grows).
+    """
+    valid = sorted((r for r in rows if "error" not in r and r.get(key) is not None), key=lambda r: r["epsilon"])
+    pairs = [(a, b) for a, b in zip(valid, valid[1:], strict=False) if b[key] > a[key] * (1 + 1e-9)]
+    if not pairs:
+        return None
+
+    def a_priori(r: dict[str, Any]) -> bool:
+        return any(b["name"] == "tau" and b["a_priori"] for b in r.get("bought") or ())
+
+    def bought(r: dict[str, Any]) -> bool:
+        return any(b["name"] == "tau" and not b["a_priori"] for b in r.get("bought") or ())
+
+    steps = ", ".join(f"{a['epsilon']:g} -> {b['epsilon']:g}" for a, b in pairs)
+    why = []
+    if any(a_priori(a) and bought(b) for a, b in pairs):
+        hi = next(b["candidates"][-1] for r in valid for b in r.get("bought") or () if b["a_priori"])
+        why.append(f"where n * epsilon is too small to buy tau, the whole epsilon goes to the noise and the release uses "
+                   f"the a-priori tau = {hi:g}; where tau is bought, part of epsilon buys it (the split above) and less "
+                   "is left for the noise — every row is priced at tau = 1, and a bought tau is at most that upper "
+                   "end, so the release's noise scales down with it")
+    if any(_tuned(a) != _tuned(b) for a, b in pairs):
+        why.append("the tuning trades smoothing for noise: with more epsilon it smooths less, so the noise alone can "
+                   "grow" + (" while the error with the smoothing bias falls (see `with bias`)" if biased else ""))
+    return f"E L2 error rises with epsilon at {steps}: " + "; ".join(why) + "; this column alone does not rank releases across epsilon"
+
+
 def release_warnings(config: Any, config_path: str | Path, ledger_url: str) -> list[str]:
-    """Warnings ``fdp release`` prints before anything is charged (the same checks as ``fdp plan``)."""
-    if config.summary != "covariance" or config.centering.kind != "private_mean":
+    """Warnings ``fdp release`` prints before anything is charged (the same checks as ``fdp plan``).
+
+    A covariance on a private mean whose noise would dominate; FoSR's safe-inverse floor (rho x n against the
+    group sizes); a ``tau: auto`` that can only target a low quantile level (mean, covariance, FoSR).
+    """
+    auto_tau = getattr(getattr(config, "clipping", None), "tau", None) == "auto"
+    private_mean = config.summary == "covariance" and config.centering.kind == "private_mean"
+    if not (private_mean or config.summary == "fosr" or (auto_tau and config.summary in ("mean", "covariance"))):
         return []
     n = count_config_units(config, str(Path(config_path).resolve().parent))
-    warning = covariance_centering_check(config, n, _read_only_url(ledger_url))
-    return [] if warning is None else [warning]
+    warnings: list[str] = []
+    if private_mean:
+        warning = covariance_centering_check(config, n, _read_only_url(ledger_url))
+        if warning is not None:
+            warnings.append(warning)
+    if config.summary == "fosr" or auto_tau:
+        row = accuracy(config, build_plan(config, n), n, band=False).as_dict()
+        floor = row["tuning"].get("safe_inverse_floor")
+        if floor is not None:
+            warnings.append(fosr_floor_warning(floor, n))
+        low = low_tau_warning(config, row)
+        if low is not None:
+            warnings.append(low)
+    return warnings
 
 
 def check_release_plan(config: Any, config_path: str | Path) -> None:

@@ -1,4 +1,8 @@
-"""Assembling, writing and announcing a release's public outputs (no math: fdpcore computes)."""
+"""Assembling, writing and announcing a release's public outputs (no math: fdpcore computes).
+
+Prefect is imported only where an artifact is created: ``fdp plan`` imports this module for the accuracy texts
+it shares with the release (:func:`low_level_text`, :func:`clip_target`).
+"""
 
 from __future__ import annotations
 
@@ -18,7 +22,6 @@ from fdp.schemas import ReleaseConfig, ReleaseManifest
 from fdp.schemas.config import series_name
 from fdp.tasks._plots import curves_png
 from fdp.tasks.planning import BAND_LEVEL, alignment_rule, curve_error_text, expected_l2_error, noise_band, point_error_text
-from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from fdpcore.data.preprocess import to_source_units
 from fdpcore.errors import DataError, InternalError
@@ -117,7 +120,7 @@ def public_release(
     parquet = _parquet_bytes(columns, {"fdp.release_id": release_id, "fdp.dataset_id": ds.id})
     png = curves_png(
         t_source, {f"private {config.summary} ({plan.estimator})": v_source}, xlabel=ds.time_column, ylabel=ds.value_column,
-        title=f"{release_id}: released curve and {BAND_LEVEL:.0%} band of the privacy noise",
+        title=f"{release_id}: released curve and its noise-only {BAND_LEVEL:.0%} band (not a confidence interval)",
         band=(v_source - band_source, v_source + band_source),
     )
     l2_source, l2_scaled = expected_l2_error(config, plan)  # type: ignore[misc]
@@ -222,6 +225,8 @@ def create_artifacts(manifest: dict[str, Any], note: str, config: Any) -> None:
     Keys are ``<series>-release-note`` and ``<series>-budget-splits`` (:func:`artifact_prefix`), so two
     series of one dataset, even of the same summary, never overwrite each other's artifacts.
     """
+    from prefect.artifacts import create_markdown_artifact, create_table_artifact  # here: `fdp plan` imports this module
+
     key = artifact_prefix(config)
     create_markdown_artifact(key=f"{key}-release-note", markdown=note, description=f"Release note of {manifest['release_id']}")
     create_table_artifact(key=f"{key}-budget-splits", table=manifest["budget_splits"],
@@ -260,7 +265,9 @@ def release_note(manifest: dict[str, Any], budget: dict[str, Any], period: str, 
         f"({curve_error_text(manifest['summary'], par['grid']['domain'], par['time_domain'])}). "
         f"At each time point the noise lies within ±{nz['band_half_width_max']:.4g} with probability "
         f"{nz['band_level']:.0%} or more (band columns in the Parquet file). "
-        "These figures come from the mechanism alone, not from the data.",
+        "These figures come from the mechanism alone, not from the data: they are the NOISE part only — clipping "
+        "and smoothing add a bias that is not included, and the band is not a confidence interval for the true "
+        "curve." + (f" Also: {low}." if (low := low_tau_text(manifest)) else ""),
         "",
         budget_text(manifest, budget, period),
         "",
@@ -303,7 +310,78 @@ def accuracy_text(manifest: dict[str, Any]) -> str | None:
     else:
         norm = curve_error_text(summary, par["grid"]["domain"], par["time_domain"])
     what = "the T2 (cross-moment) noise" if summary == "fosr" else "the noise"
-    return f"expected L2 error of {what} {error:.4g} ({norm})"
+    return f"expected L2 error of {what} {error:.4g} ({norm}) — {noise_only_text(summary)}"
+
+
+def noise_only_text(summary: str) -> str:
+    """What the stated error leaves out, in words: it is the noise's, never the release's whole error.
+
+    >>> noise_only_text("mean")
+    'the NOISE part only: clipping and smoothing add a bias that is not included'
+    """
+    if summary == "fosr":
+        return ("T2 noise; the coefficients' error is larger (the inverse of T1 amplifies it), and clipping and "
+                "smoothing add a bias that is not included")
+    if summary in ("kde", "erm"):
+        return "the NOISE part only: the estimator's own bias (smoothing, regularisation) is not included"
+    return "the NOISE part only: clipping and smoothing add a bias that is not included"
+
+
+#: A ``tau: auto`` quantile level below this is named as a clipping bias (about 1 - level of the records shrunk).
+LOW_TAU_LEVEL = 0.9
+
+
+def clip_target(centering: Any, value_offset: Any) -> str:
+    """What clipping pulls each curve towards, from its public centring (a manifest's or a config's).
+
+    ``centering`` is the manifest's ``parameters.centering`` (or the config's ``centering`` dumped): a mean's or
+    FoSR's public reference curve, a covariance's ``{kind, reference, release_id}``; ``None`` without one.
+
+    >>> clip_target(None, 1500.0)
+    'value_offset = 1500 (the constant the curves are centred on)'
+    >>> clip_target({"kind": "private_mean", "release_id": "m1"}, 0.0)
+    "the private mean release 'm1' (the centre)"
+    """
+    if isinstance(centering, dict):
+        kind = centering.get("kind")
+        if kind == "private_mean":
+            return f"the private mean release {centering.get('release_id')!r} (the centre)"
+        if kind is None or (kind == "public" and centering.get("reference")):
+            return "the public reference curve"
+    if isinstance(value_offset, (int, float)):
+        return f"value_offset = {value_offset:g} (the constant the curves are centred on)"
+    return "the DP centre value_offset (the constant the curves are centred on)"
+
+
+def low_tau_text(manifest: dict[str, Any]) -> str | None:
+    """The clipping bias of a ``tau`` bought at a low quantile level (< :data:`LOW_TAU_LEVEL`); ``None`` otherwise.
+
+    From public parameters only: the level is in the manifest's ``public_choices``. Mean, covariance and FoSR.
+    """
+    summary, par = manifest["summary"], manifest.get("parameters") or {}
+    if summary not in ("mean", "covariance", "fosr"):
+        return None
+    choice = next((c for c in par.get("public_choices") or () if c.get("name") == "tau" and c.get("epsilon", 0) > 0
+                   and isinstance(c.get("quantile_level"), (int, float))), None)
+    if choice is None or choice["quantile_level"] >= LOW_TAU_LEVEL:
+        return None
+    return low_level_text(summary, choice["quantile_level"], clip_target(par.get("centering"), par.get("value_offset")))
+
+
+def low_level_text(summary: str, level: float, target: str, *, planned: bool = False) -> str:
+    """The sentence on a low ``tau`` level: ``fdp release``, its note, and ``fdp plan`` (``planned``: future tense).
+
+    >>> low_level_text("mean", 0.5, "the public reference curve")
+    'tau is the DP estimate of the 0.5 quantile of the record norms: about 50% of the records were shrunk to it, which pulls the release towards the public reference curve; the error can be several times the figure'
+    """
+    shrunk = "will be" if planned else "were"
+    pull = {"mean": f"pulls the release towards {target}",
+            "covariance": f"pulls the curves towards {target}, so the surface shrinks",
+            "fosr": f"pulls the curves towards {target}, so the coefficient curves shrink towards 0 (the intercept "
+                    "towards that centre)"}[summary]
+    return (f"tau is the DP estimate of the {level:.3g} quantile of the record norms: about {1 - level:.0%} of the "
+            f"records {shrunk} shrunk to it, which {pull}; the error can be several times the "
+            + ("expected L2 error `fdp plan` states" if planned else "figure"))
 
 
 def protection_text(manifest: dict[str, Any]) -> str:
@@ -352,8 +430,10 @@ def covariance_released_text(manifest: dict[str, Any]) -> str:
                 f"`{center.get('release_id')}` on a {size} x {size} grid")
     else:
         what = f"The covariance surface of the curves about their sample mean on a {size} x {size} grid"
+    low = low_tau_text(manifest)
     return f"**What is released.** {what}, smoothed and perturbed with Laplace-process noise, and its " \
-           f"{par['n_components']} leading eigenfunctions."
+           f"{par['n_components']} leading eigenfunctions. Clipping and smoothing bias the surface, and that bias " \
+           "is not in the noise figure that follows (the NOISE part only)" + (f"; {low}." if low else ".")
 
 
 def artifact_prefix(config: Any) -> str:

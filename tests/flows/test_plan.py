@@ -90,9 +90,11 @@ def test_plan_equals_the_manifest_of_a_real_release(example: Path, tmp_path: Pat
 def _assert_release_states_the_accuracy_as_planned(printed: str, row: dict, m: dict, cfg: Path) -> None:
     """``fdp release`` prints the expected error with the units and norm of ``fdp plan``'s note (FPCA: its shortfall)."""
     from fdp.flows.config import load_config
-    from fdp.tasks._publish import artifact_prefix
+    from fdp.tasks._publish import artifact_prefix, noise_only_text
 
-    (line,) = [x for x in printed.splitlines() if x.startswith("  accuracy:  ")]
+    lines = printed.splitlines()
+    (at,) = [i for i, x in enumerate(lines) if x.startswith("  accuracy:  ")]
+    line = lines[at]
     if m["summary"] == "fpca":  # no additive noise: the expected captured-energy shortfall of the manifest
         shortfall = m["sampler"]["expected_energy_shortfall"]
         assert line.startswith(f"  accuracy:  expected captured-energy shortfall {shortfall:.4g} per record")
@@ -101,8 +103,11 @@ def _assert_release_states_the_accuracy_as_planned(printed: str, row: dict, m: d
     bought = any(c["name"] == "tau" and c["epsilon"] > 0 for c in m["parameters"].get("public_choices") or ())
     tail = ("`fdp plan` stated it at tau = 1: this is that figure at the tau released" if bought
             else "as `fdp plan` stated")
-    match = re.fullmatch(r"  accuracy:  expected L2 error of .+? (\d[\d.e+-]*) \((.+)\); " + re.escape(tail), line)
+    # the figure is named as the noise's only, what it leaves out is said (issue 16), and then how plan stated it
+    match = re.fullmatch(r"  accuracy:  expected L2 error of .+? (\d[\d.e+-]*) \((.+)\) — "
+                         + re.escape(noise_only_text(m["summary"])), line)
     assert match is not None, line
+    assert lines[at + 1] == "             " + tail
     key = "expected_l2_error_T2" if m["summary"] == "fosr" else "expected_l2_error"
     assert float(match.group(1)) == pytest.approx(m["noise"][key], rel=1e-3)
     norm = match.group(2)
