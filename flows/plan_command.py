@@ -376,11 +376,15 @@ def release_warnings(config: Any, config_path: str | Path, ledger_url: str) -> l
     """Warnings ``fdp release`` prints before anything is charged (the same checks as ``fdp plan``).
 
     A covariance on a private mean whose noise would dominate; FoSR's safe-inverse floor (rho x n against the
-    group sizes); a ``tau: auto`` that can only target a low quantile level (mean, covariance, FoSR).
+    group sizes); a ``tau: auto`` that can only target a low quantile level (mean, covariance, FoSR). The last two
+    need the plan at the config's ``n``: memory engine only.
     """
     auto_tau = getattr(getattr(config, "clipping", None), "tau", None) == "auto"
     private_mean = config.summary == "covariance" and config.centering.kind == "private_mean"
-    if not (private_mean or config.summary == "fosr" or (auto_tau and config.summary in ("mean", "covariance"))):
+    # the plan's warnings need n before the data is read: counted in a file (the memory engine; a streaming engine
+    # reads a directory of parts, counted only by the release's own pass, and never buys tau)
+    planned = config.engine.name == "memory" and (config.summary == "fosr" or auto_tau)
+    if not (private_mean or planned):
         return []
     n = count_config_units(config, str(Path(config_path).resolve().parent))
     warnings: list[str] = []
@@ -388,7 +392,7 @@ def release_warnings(config: Any, config_path: str | Path, ledger_url: str) -> l
         warning = covariance_centering_check(config, n, _read_only_url(ledger_url))
         if warning is not None:
             warnings.append(warning)
-    if config.summary == "fosr" or auto_tau:
+    if planned:
         row = accuracy(config, build_plan(config, n), n, band=False).as_dict()
         floor = row["tuning"].get("safe_inverse_floor")
         if floor is not None:
