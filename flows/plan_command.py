@@ -115,22 +115,10 @@ def _tau_break_even(config: Any, n: int, row: dict[str, Any]) -> float | None:
     return float((fixed_error / auto_error) ** (1.0 / power))
 
 
-def _erm_row(config: Any, parameters: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
-    """An ERM row's ``with bias`` and (ridge) ``relative`` over ``label_bound``, from the plan's public parameters.
-
-    ``with bias`` is the plan's ``psi_prior.rms_error_with_bias`` (the root mean square over the domain of noise,
-    smoothing bias and sampling variance under the prior of ``tuning.erm.psi.risk_prior@1``, at the plan's psi)
-    over the source domain, like ``E L2 error`` (``sqrt(area)`` x the root mean square). A ridge release's
-    ``relative`` is the noise's root mean square over the domain (``expected_l2_error_scaled``) over ``label_bound``;
-    logistic and hinge keep theirs (over a decision value of 1).
-    """
+def _erm_with_bias_note(config: Any, parameters: dict[str, Any]) -> str:
+    """What an ERM row's ``with bias`` (:func:`fdp.tasks.planning.accuracy`, from the plan's ``psi_prior``) is."""
     prior = parameters["psi_prior"]
-    area = math.prod(float(b) - float(a) for a, b in config.dataset.domain)
-    out: dict[str, Any] = {"expected_l2_error_with_bias": prior["rms_error_with_bias"] * math.sqrt(area)}
     if config.loss == "ridge":
-        out["relative_error"] = row["expected_l2_error_scaled"] / config.label_bound
-        out["relative_note"] = (f"the root mean square of the noise over the domain, over label_bound = "
-                                f"{config.label_bound:g} (the public bound on |response - label_offset|)")
         size = (f"a regression function of L2 size {prior['signal_l2']:g} ({prior['signal_fraction']:g} x label_bound) "
                 f"with residual sd {prior['residual_sd']:g}")
     else:
@@ -139,9 +127,8 @@ def _erm_row(config: Any, parameters: dict[str, Any], row: dict[str, Any]) -> di
             if parameters.get("psi_rule") == "risk_prior" else
             "the prior of psi: auto (tuning.erm.psi.risk_prior@1) at this fixed psi, where more epsilon lowers only "
             "the noise")
-    out["with_bias_note"] = (f"sqrt(E L2 error^2 + smoothing bias^2 + sampling variance) for {size}: {rule}; the real "
-                             "bias depends on the unknown function")
-    return out
+    return (f"sqrt(E L2 error^2 + smoothing bias^2 + sampling variance) for {size}: {rule}; the real bias depends on "
+            "the unknown function")
 
 
 def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_url: str | None) -> dict[str, Any]:
@@ -160,8 +147,8 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
             cfg = _at_epsilon(config, eps)
             plan = build_plan(cfg, n)
             row = accuracy(cfg, plan, n).as_dict()
-            if cfg.summary == "erm":  # the prior error 'with bias'; ridge: 'relative' over label_bound
-                row.update(_erm_row(cfg, plan.parameters, row))
+            if cfg.summary == "erm":  # what its 'with bias' (the prior error of psi: auto's rule) is
+                row["with_bias_note"] = _erm_with_bias_note(cfg, plan.parameters)
             row["tau_break_even"] = _tau_break_even(cfg, n, row)
             low = low_tau_warning(cfg, row)
             if low is not None:

@@ -624,9 +624,11 @@ def _relative_text(config: Any) -> str | None:
         measure = math.prod(b - a for a, b in config.dataset.domain)
         per = "per unit area" if len(config.dataset.domain) == 2 else "per source unit"
         return f"the root mean square of the noise over the domain, over the uniform density on it (1/{measure:.6g} {per})"
+    if s == "erm" and config.loss == "ridge":
+        return (f"the root mean square of the noise over the domain, over label_bound = {config.label_bound:g} (the "
+                "public bound on |response - label_offset|)")
     if s == "erm":
-        unit = "1 label unit" if config.loss == "ridge" else "a decision value of 1 (labels are -1/+1)"
-        return f"the root mean square of the noise over the domain, over {unit}"
+        return "the root mean square of the noise over the domain, over a decision value of 1 (labels are -1/+1)"
     if s == "covariance":
         return "the root mean square of the noise over pairs of times, over value_scale^2"
     if s == "fosr":
@@ -674,6 +676,8 @@ def accuracy(config: Any, plan: Any, n: int, *, band: bool = True) -> Accuracy:
     elif err is not None:
         if s in ("kde", "erm"):
             relative = err[1]  # unit box: the domain has measure 1
+            if s == "erm" and config.loss == "ridge":
+                relative /= float(config.label_bound)
         else:
             length = float(np.diff(release_grid(config).domain_range)[0])
             relative = err[1] / (length if s == "covariance" else math.sqrt(length))
@@ -681,6 +685,9 @@ def accuracy(config: Any, plan: Any, n: int, *, band: bool = True) -> Accuracy:
     note = _error_text(config)
     risk = getattr(plan, "prior_sq_l2_risk", None)  # mean (ICLP-QR/GP), covariance, FoSR; None elsewhere
     unit = config.dataset.value_scale ** (2 if s == "covariance" else 1) if risk is not None else 1.0
+    prior = (getattr(plan, "parameters", None) or {}).get("psi_prior") if s == "erm" else None
+    if prior is not None:  # ERM: tuning.erm.psi.risk_prior@1's prior error, over the source domain like the noise's
+        risk = float(prior["rms_error_with_bias"]) ** 2 * math.prod(float(b) - float(a) for a, b in config.dataset.domain)
     return Accuracy(
         summary=s, epsilon=float(plan.epsilon), delta=float(getattr(plan, "delta", 0.0)), n=int(n),
         sensitivity=None if sens is None else float(sens), sensitivity_formula=formula,

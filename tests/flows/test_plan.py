@@ -154,8 +154,10 @@ def test_plan_notes_state_the_norm_and_domain_of_the_error_and_what_relative_div
     erm = row("erm_ridge.yaml")
     assert "source domain [0, 10], i.e. sqrt(10) x the root mean square" in erm["note"]
     assert "units: units of the label column" in erm["note"]
-    assert erm["relative_note"] == "the root mean square of the noise over the domain, over 1 label unit"
-    assert erm["relative_error"] == pytest.approx(erm["expected_l2_error"] / math.sqrt(10.0))
+    assert erm["relative_note"] == ("the root mean square of the noise over the domain, over label_bound = 1.5 (the "
+                                    "public bound on |response - label_offset|)")  # a new user: '1 label unit' meant nothing
+    assert erm["relative_error"] == pytest.approx(erm["expected_l2_error"] / math.sqrt(10.0) / 1.5)
+    assert erm["expected_l2_error_with_bias"] > erm["expected_l2_error"]  # psi: auto's prior error, noise included
     for r in (kde, erm):
         assert "value scale" not in r["relative_note"] and "value_scale" not in r["relative_note"]
 
