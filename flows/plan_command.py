@@ -135,8 +135,9 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
     """The plan of a config at each epsilon (JSON-able); raises :class:`FdpError` on a bad config or data file."""
     path = Path(config_path)
     config = load_config(path)
-    n = count_config_units(config, str(path.resolve().parent))
-    check_inputs(config, str(path.resolve().parent))  # what `fdp release` would refuse (exit 2), refused here too
+    here = str(path.resolve().parent)
+    # the data read as `fdp release` reads it (what it would refuse, exit 2, is refused here too); it gives n
+    n = check_inputs(config, here) or count_config_units(config, here)
     budget = _budget(ledger_url, config)
     rows: list[dict[str, Any]] = []
     warnings: list[str] = []

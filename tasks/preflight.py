@@ -20,26 +20,30 @@ from typing import Any
 
 from fdpcore.io.covariates import read_unit_covariates
 from fdpcore.io.points import read_point_table
-from fdpcore.io.tables import read_long_table
+from fdpcore.io.tables import read_long_table, unit_count
 
 __all__ = ["check_inputs"]
 
 
-def check_inputs(config: Any, config_dir: str) -> None:
-    """Raise :class:`fdpcore.errors.DataError` (naming the file, column and row) where the release's reader would."""
+def check_inputs(config: Any, config_dir: str) -> int | None:
+    """Raise :class:`fdpcore.errors.DataError` (naming the file, column and row) where the release's reader would.
+
+    Returns ``n`` (the privacy units of the table it read), or ``None`` for a streaming engine's curves (not read).
+    """
     ds = config.dataset
     path = Path(ds.path) if Path(ds.path).is_absolute() else Path(config_dir) / ds.path
     memory = getattr(getattr(config, "engine", None), "name", "memory") == "memory"
     if config.summary in ("kde", "erm"):
         binary = config.summary == "erm" and getattr(config, "loss", "ridge") != "ridge"
-        read_point_table(path, ds.format, unit_column=ds.unit_column, coordinate_columns=ds.coordinate_columns,
-                         domain=ds.domain, label_column=getattr(ds, "label_column", None),
-                         outside=ds.outside_domain, binary_labels=binary, csv_delimiter=ds.csv_delimiter,
-                         labels=getattr(ds, "labels", "sign"))
-        return
+        return read_point_table(path, ds.format, unit_column=ds.unit_column, coordinate_columns=ds.coordinate_columns,
+                                domain=ds.domain, label_column=getattr(ds, "label_column", None),
+                                outside=ds.outside_domain, binary_labels=binary, csv_delimiter=ds.csv_delimiter,
+                                labels=getattr(ds, "labels", "sign")).n_units
+    n = None
     if memory:
-        read_long_table(path, ds.format, unit_column=ds.unit_column, time_column=ds.time_column,
-                        value_column=ds.value_column, curve_column=ds.curve_column, csv_delimiter=ds.csv_delimiter)
+        n = unit_count(read_long_table(path, ds.format, unit_column=ds.unit_column, time_column=ds.time_column,
+                                       value_column=ds.value_column, curve_column=ds.curve_column,
+                                       csv_delimiter=ds.csv_delimiter).units)
     if config.summary == "fosr" and memory:
         read_unit_covariates(path, ds.format, unit_column=ds.unit_column, csv_delimiter=ds.csv_delimiter,
                              covariates=[(name, enc) for _, name, enc in config.design_columns()],
@@ -50,3 +54,4 @@ def check_inputs(config: Any, config_dir: str) -> None:
         from fdpcore.io.streaming import stream_dataset
 
         stream_dataset(path, stream_spec(config, covariates=True))
+    return n

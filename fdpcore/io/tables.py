@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 from fdpcore._typing import AnyArray, NDArrayFloat
 from fdpcore.errors import DataError, OutOfMemoryError
 
-__all__ = ["LongTable", "count_units", "read_long_table", "read_unit_columns"]
+__all__ = ["LongTable", "count_units", "read_long_table", "read_unit_columns", "unit_count"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -101,8 +101,16 @@ def count_units(path: str | Path, fmt: str, unit_column: str, csv_delimiter: str
         raise DataError(f"dataset.path: file {str(p)!r} does not exist or is not a file; check the path "
                         "(relative paths are resolved against the config file)")
     table = read_unit_columns(p, fmt, unit_column, list(columns or []), csv_delimiter)  # missing columns are named
-    units = _ids(table.column(unit_column), p.name, unit_column, "privacy-unit id")
-    return int(pd.unique(pd.Series(units.astype(str))).shape[0])
+    return unit_count(_ids(table.column(unit_column), p.name, unit_column, "privacy-unit id"))
+
+
+def unit_count(units: AnyArray) -> int:
+    """The number of distinct privacy-unit ids (compared as text, as every reader keys them).
+
+    >>> unit_count(np.array([1, 2, 1]))
+    2
+    """
+    return int(pd.unique(pd.Series(np.asarray(units).astype(str))).shape[0])
 
 
 def _check_columns(names: list[str], wanted: list[str], fname: str, hint: str = "") -> None:

@@ -505,10 +505,7 @@ def _labels(labels: ArrayLike, loss: str, label_bound: float | None) -> NDArrayF
 def _check_work(loss: str, kappa_sq: float, psi: float, tol: float, smoothing: float, label_bound: float | None,
                 space: PointSpace) -> int:
     """The fallback's ``T`` from public inputs; refuse the configuration when ``T x K x J > WORK_LIMIT``."""
-    f0 = _loss_at_zero(loss, smoothing, label_bound if label_bound is not None else 0.0)
-    steps = erm_fallback_iterations(loss, kappa_sq=kappa_sq, psi=psi, tolerance=tol, objective_at_zero=f0,
-                                    smoothing=smoothing)
-    size = space.eigenfunctions.shape[0] * space.n_basis  # q x J with q <= K distinct grid nodes
+    steps, size, f0 = _work(loss, kappa_sq, psi, tol, smoothing, label_bound, space)
     if steps * size <= WORK_LIMIT:
         return steps
     most = int(WORK_LIMIT // size)
@@ -589,13 +586,20 @@ def _noise_sensitivity(space: PointSpace, *, loss: str, eta: float, psi: float, 
     return norm(used_h, space, eta=eta), norm(exact_h, space, eta=eta), used_h, exact_h, m, kappa
 
 
-def _fits_work(loss: str, kappa_sq: float, psi: float, tol: float, smoothing: float, label_bound: float | None,
-               space: PointSpace) -> bool:
-    """Whether :func:`_check_work` accepts ``psi`` (public inputs only)."""
+def _work(loss: str, kappa_sq: float, psi: float, tol: float, smoothing: float, label_bound: float | None,
+          space: PointSpace) -> tuple[int, int, float]:
+    """``(T, q x J, F(0))``: the fallback's iterations, the work per iteration and the objective at 0 (public inputs)."""
     f0 = _loss_at_zero(loss, smoothing, label_bound if label_bound is not None else 0.0)
     steps = erm_fallback_iterations(loss, kappa_sq=kappa_sq, psi=psi, tolerance=tol, objective_at_zero=f0,
                                     smoothing=smoothing)
-    return bool(steps * space.eigenfunctions.shape[0] * space.n_basis <= WORK_LIMIT)
+    return steps, space.eigenfunctions.shape[0] * space.n_basis, f0  # q x J with q <= K distinct grid nodes
+
+
+def _fits_work(loss: str, kappa_sq: float, psi: float, tol: float, smoothing: float, label_bound: float | None,
+               space: PointSpace) -> bool:
+    """Whether :func:`_check_work` accepts ``psi`` (public inputs only)."""
+    steps, size, _ = _work(loss, kappa_sq, psi, tol, smoothing, label_bound, space)
+    return steps * size <= WORK_LIMIT
 
 
 @dataclass(frozen=True)
