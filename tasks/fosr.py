@@ -126,7 +126,8 @@ def public_fosr_release(
     png = coefficients_png(t_source, {n: curves[m] for m, n in enumerate(names)},
                            {n: (curves[m] - band[m], curves[m] + band[m]) for m, n in enumerate(names)},
                            xlabel=ds.time_column, ylabel=ds.value_column,
-                           title=f"{release_id}: private coefficient curves, {_publish.BAND_LEVEL:.0%} band of the T2 noise")
+                           title=f"{release_id}: private coefficient curves and the noise-only {_publish.BAND_LEVEL:.0%} band "
+                                 "of their T2 part (not a confidence interval)")
     l2_source, l2 = expected_l2_error(config, p)  # type: ignore[misc]
     guarantee = (f"pure {p.epsilon:g}-differential privacy for each {ds.privacy_unit} (replace-one adjacency, n public): "
                  f"Laplace noise on the design moments T1 (epsilon {p.epsilon1:g}) and ICLP noise on the cross-moment "
