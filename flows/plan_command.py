@@ -15,7 +15,7 @@ from urllib.parse import quote
 
 from fdp.flows.config import format_validation_error, load_config
 from fdp.flows.registry import SUMMARIES
-from fdp.tasks._publish import LOW_TAU_LEVEL, clip_target, low_level_text
+from fdp.tasks._publish import LOW_TAU_LEVEL, LOW_TAU_SUMMARIES, clip_target, low_level_text
 from fdp.tasks.planning import (
     accuracy,
     alignment_requirement,
@@ -140,7 +140,7 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
     n = check_inputs(config, here) or count_config_units(config, here)
     budget = _budget(ledger_url, config)
     rows: list[dict[str, Any]] = []
-    warnings: list[str] = []
+    per_epsilon: dict[str, list[float]] = {}  # a warning's text -> the epsilons it holds at (said once)
     ro_url = _read_only_url(ledger_url or default_ledger_url())
     for eps in epsilons or epsilon_ladder(config.privacy.epsilon):
         row: dict[str, Any]
@@ -151,13 +151,10 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
             if cfg.summary == "erm":  # what its 'with bias' (the prior error of psi: auto's rule) is
                 row["with_bias_note"] = _erm_with_bias_note(cfg, plan.parameters)
             row["tau_break_even"] = _tau_break_even(cfg, n, row)
-            low = low_tau_warning(cfg, row)
-            if low is not None:
-                warnings.append(f"at epsilon {eps:g}: {low}")
-            if cfg.summary == "covariance":
-                warning = covariance_centering_check(cfg, n, ro_url)
-                if warning is not None:
-                    warnings.append(f"at epsilon {eps:g}: {warning}")
+            found = [low_tau_warning(cfg, row),
+                     covariance_centering_check(cfg, n, ro_url) if cfg.summary == "covariance" else None]
+            for text in filter(None, found):
+                per_epsilon.setdefault(text, []).append(eps)
         except FdpError as exc:
             row = {"epsilon": eps, "error": str(exc)}
         left = None
@@ -167,6 +164,7 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
         row["fits_budget"] = None if left is None else left >= -1e-12 and (
             budget["period_remaining_epsilon"] is None or eps <= budget["period_remaining_epsilon"] + 1e-12)
         rows.append(row)
+    warnings = [f"at epsilon {', '.join(f'{e:g}' for e in eps_list)}: {text}" for text, eps_list in per_epsilon.items()]
     ds = config.dataset
     assumptions = [
         "n counts the privacy units in the data file (public under the replace-one adjacency); no data value is read",
@@ -299,7 +297,7 @@ def low_tau_warning(config: Any, row: dict[str, Any]) -> str | None:
 
     Public inputs only: the level is the plan's (``tuning.tau.quantile_level@2``, from n and the tau split).
     """
-    if config.summary not in ("mean", "covariance", "fosr"):
+    if config.summary not in LOW_TAU_SUMMARIES:
         return None
     level = next((b["quantile_level"] for b in row.get("bought") or () if b["name"] == "tau" and not b["a_priori"]),
                  None)
@@ -308,6 +306,9 @@ def low_tau_warning(config: Any, row: dict[str, Any]) -> str | None:
     centering = getattr(config, "centering", None)
     target = clip_target(None if centering is None else centering.model_dump(mode="json"),
                          config.dataset.value_offset)
+    if config.summary == "fpca":  # its level is the median whatever n and epsilon (tuning.tau.summary_level@1)
+        return (low_level_text("fpca", level, target, planned=True) + " (FPCA's tau: auto always targets the median); "
+                "lever: a public clipping.tau if a tight a-priori bound on the norms is known")
     return (low_level_text(config.summary, level, target, planned=True)
             + " (the level rises with n * epsilon); levers: more epsilon, a public clipping.tau if a tight "
             "a-priori bound on the norms is known, a public reference curve close to the expected mean ("

@@ -329,6 +329,8 @@ def noise_only_text(summary: str) -> str:
 
 #: A ``tau: auto`` quantile level below this is named as a clipping bias (about 1 - level of the records shrunk).
 LOW_TAU_LEVEL = 0.9
+#: The summaries whose ``tau: auto`` can target a level below :data:`LOW_TAU_LEVEL`.
+LOW_TAU_SUMMARIES = ("mean", "covariance", "fosr", "fpca")
 
 
 def clip_target(centering: Any, value_offset: Any) -> str:
@@ -356,10 +358,11 @@ def clip_target(centering: Any, value_offset: Any) -> str:
 def low_tau_text(manifest: dict[str, Any]) -> str | None:
     """The clipping bias of a ``tau`` bought at a low quantile level (< :data:`LOW_TAU_LEVEL`); ``None`` otherwise.
 
-    From public parameters only: the level is in the manifest's ``public_choices``. Mean, covariance and FoSR.
+    From public parameters only: the level is in the manifest's ``public_choices``. Mean, covariance, FoSR and FPCA
+    (whose level is always the median: ``tuning.tau.summary_level@1``).
     """
     summary, par = manifest["summary"], manifest.get("parameters") or {}
-    if summary not in ("mean", "covariance", "fosr"):
+    if summary not in LOW_TAU_SUMMARIES:
         return None
     choice = next((c for c in par.get("public_choices") or () if c.get("name") == "tau" and c.get("epsilon", 0) > 0
                    and isinstance(c.get("quantile_level"), (int, float))), None)
@@ -378,10 +381,12 @@ def low_level_text(summary: str, level: float, target: str, *, planned: bool = F
     pull = {"mean": f"pulls the release towards {target}",
             "covariance": f"pulls the curves towards {target}, so the surface shrinks",
             "fosr": f"pulls the curves towards {target}, so the coefficient curves shrink towards 0 (the intercept "
-                    "towards that centre)"}[summary]
+                    "towards that centre)",
+            "fpca": "changes what the components describe: each of those records weighs as if its norm were tau, so "
+                    "records far from the centre count less than in the unclipped principal components"}[summary]
     return (f"tau is the DP estimate of the {level:.3g} quantile of the record norms: about {1 - level:.0%} of the "
-            f"records {shrunk} shrunk to it, which {pull}; the error can be several times the "
-            + ("expected L2 error `fdp plan` states" if planned else "figure"))
+            f"records {shrunk} shrunk to it, which {pull}" + ("" if summary == "fpca" else
+            "; the error can be several times the " + ("expected L2 error `fdp plan` states" if planned else "figure")))
 
 
 def protection_text(manifest: dict[str, Any]) -> str:

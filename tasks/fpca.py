@@ -254,7 +254,8 @@ def fpca_release_note(manifest: dict[str, Any], budget: dict[str, Any], period: 
         "",
         f"**What is released.** The span of {par['n_components']} principal component curve(s) of the curves clipped to "
         f"norm {par['tau']:g}, drawn once from the exponential mechanism over {par['basis']['n_basis']} smooth basis "
-        "functions. Order and signs of the curves carry no meaning.",
+        "functions. Order and signs of the curves carry no meaning."
+        + (f" Also: {low}." if (low := _publish.low_tau_text(manifest)) else ""),
         "",
         f"**Accuracy (stated before release).** The randomness of the mechanism costs about "
         f"{s['expected_energy_shortfall']:.4g} (source units squared) of the energy per record that the best "

@@ -17,11 +17,12 @@ import numpy as np
 import pytest
 from fdp.flows.cli import main
 from fdp.flows.config import load_config
+from fdp.flows.plan_command import plan_report
 from fdp.tasks.covariance import covariance_center
 from fdp.tasks.fosr import fosr_reference
 from fdp.tasks.fpca import plan_fpca
 from fdp.tasks.planning import release_grid, tau_search_range
-from flow_support import REPO, assert_claims_agree, release, write_config
+from flow_support import REPO, artifacts, assert_claims_agree, release, write_config
 
 from fdpcore.ledger import Ledger
 from fdpcore.noise.quantiles import record_norms, tau_candidates
@@ -135,11 +136,21 @@ def test_fosr_tau_auto_reads_the_centred_response_norms(tmp_path: Path, monkeypa
 def test_fpca_tau_auto_is_a_dp_median_of_the_centred_norms(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
-    cfg = write_config(tmp_path, FPCA, prefix="fpca", clipping={"tau": "auto"}, privacy__epsilon=2.0)
+    cfg = write_config(tmp_path, FPCA, prefix="fpca", clipping={"tau": "auto"}, privacy__epsilon=2.0,
+                       release={"name": "fpca-auto-series"})
     spy = Spy(ledger, "fpca-auto", monkeypatch)
     m = _check_release(cfg, tmp_path / "out", ledger, "fpca-auto", spy, 2.0, ["fpca"], capsys)
     choice = m["parameters"]["public_choices"][0]
     assert choice["quantile_level"] == 0.5
+    # half the records are shrunk to the median: the note says what that does to the components (no error factor:
+    # the FPCA figure is an energy shortfall), and fdp plan warns once for every epsilon that buys tau
+    (note,) = artifacts("fpca-auto-series-release-note")
+    assert ("about 50% of the records were shrunk to it, which changes what the components describe: each of those "
+            "records weighs as if its norm were tau") in note and "several times" not in note
+    [warning] = plan_report(cfg, [1.0, 2.0], None)["warnings"]
+    assert warning.startswith("at epsilon 1, 2: tau is the DP estimate of the 0.5 quantile of the record norms")
+    assert warning.endswith("(FPCA's tau: auto always targets the median); lever: a public clipping.tau if a tight "
+                            "a-priori bound on the norms is known")
     assert m["sensitivity"]["value"] == pytest.approx(choice["value"] ** 2)  # tau^2 at the released tau
     rest = m["budget_splits"][1]["epsilon"]
     assert m["parameters"]["base_measure"]["prior_strength"] == pytest.approx(rest / 2)  # c = epsilon/2 of the mechanism
