@@ -53,6 +53,7 @@ from fdpcore.ledger import (
     DatasetBudget,
     Evidence,
     Ledger,
+    LedgerURLError,
     OldLedgerError,
     check_period,
     checkpoint_evidence,
@@ -64,6 +65,8 @@ from fdpcore.ledger import (
     public_key_hex,
     release_owner,
     sign_statement,
+    sqlite_ledger_file,
+    state_dir,
     wait_seconds,
     write_private_key,
 )
@@ -227,6 +230,9 @@ def _main(args: argparse.Namespace) -> int:
     except BudgetExceededError as exc:
         _err(str(exc))
         return EXIT_BUDGET
+    except LedgerURLError as exc:  # a mistyped ledger path: invalid input, nothing created
+        _err(str(exc))
+        return EXIT_INPUT
     except LedgerError as exc:
         _err(str(exc))
         return EXIT_ERROR
@@ -370,6 +376,7 @@ def _release(config_path: Path, out: str | None, ledger_url: str | None, release
         from fdp.flows.plan_command import check_release_plan
 
         check_release_plan(config, config_path)  # tau/value_offset: auto that n * epsilon cannot pay for: exit 2
+    _note_new_ledger(url, config)
     try:
         with interrupts(lambda signum: _next_step(url, rid)):
             return _run_release(config, config_path, out_dir, url, rid, period)
@@ -379,6 +386,22 @@ def _release(config_path: Path, out: str | None, ledger_url: str | None, release
             raise
         name = "SIGINT (Ctrl-C)" if code == 130 else "SIGTERM"
         raise ReleaseFailure(f"stopped by {name}\n{_next_step(url, rid)}", code) from None
+
+
+def _note_new_ledger(url: str, config: Any) -> None:
+    """Say so when a release is about to create its SQLite ledger (a new file: no policy, no earlier charges).
+
+    The directory must exist already (:class:`fdpcore.ledger.LedgerURLError`, exit 2, otherwise), but a mistyped
+    file name in it would still start a new ledger silently; the budget then comes from the config's proposal.
+    """
+    path = sqlite_ledger_file(url)
+    if path is None or path.exists():
+        return
+    if not path.parent.is_dir() and path.parent.resolve() != state_dir().expanduser().resolve():
+        return  # a mistyped directory: opening the ledger refuses it next (exit 2), creating nothing
+    print(f"fdp: note: no ledger at {path} yet: this release creates it, with the budget of {config.dataset.id!r} "
+          "from the config's `budget:` proposal; if you meant an existing ledger, stop and check --ledger / "
+          "FDP_LEDGER_URL", file=sys.stderr)
 
 
 def _run_release(config: Any, config_path: Path, out_dir: Path, url: str, rid: str, period: str | None) -> int:
@@ -435,7 +458,7 @@ def _warn_before_release(config: Any, config_path: Path, url: str, rid: str) -> 
     A covariance centre whose noise would dominate, FoSR's unreliable coefficients, a ``tau: auto`` that can
     only target a low quantile level. None for a re-run of a published id (it charges and reads nothing).
     """
-    if config.summary in ("mean", "covariance", "fosr") and not _is_published_rerun(url, rid, config):
+    if config.summary in ("mean", "covariance", "fosr", "fpca") and not _is_published_rerun(url, rid, config):
         from fdp.flows.plan_command import release_warnings
 
         for w in release_warnings(config, config_path, url):

@@ -1508,6 +1508,11 @@ def _engine(url: str, *, read_only: bool = False) -> Engine:
         parsed = sa.engine.make_url(url)
     except sa.exc.ArgumentError:
         raise LedgerError(f"ledger URL ({url!r}) is not a valid database URL (e.g. sqlite:///path or postgresql://...)") from None
+    if parsed.get_backend_name() not in LEDGER_BACKENDS:
+        raise LedgerURLError(
+            f"ledger URL ({parsed.render_as_string(hide_password=True)!r}) names a {parsed.get_backend_name()} "
+            "database: a ledger lives in SQLite (sqlite:///path/to/ledger.sqlite) or PostgreSQL "
+            "(postgresql://user@host/db)")
     if parsed.get_backend_name() == "sqlite":
         db = parsed.database
         if not db or db == ":memory:" or db.startswith("file::memory:") or "mode=memory" in str(parsed.query):
@@ -1518,10 +1523,7 @@ def _engine(url: str, *, read_only: bool = False) -> Engine:
             return sa.create_engine(url, connect_args={"timeout": 60})  # already a URI (e.g. file:…?mode=ro)
         if read_only:
             return _read_only_sqlite(db)
-        try:
-            Path(db).parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise LedgerError(f"ledger directory for {db!r} cannot be created ({exc.strerror})") from None
+        _sqlite_directory(db)
         return sa.create_engine(url, connect_args={"timeout": 60})
     if read_only:
         parsed = parsed.update_query_dict({"options": "-c default_transaction_read_only=on"}) \
@@ -1533,6 +1535,45 @@ def _engine(url: str, *, read_only: bool = False) -> Engine:
         return sa.create_engine(parsed, pool_pre_ping=True)
     except (sa.exc.ArgumentError, ModuleNotFoundError) as exc:
         raise LedgerError(f"ledger URL ({parsed.render_as_string(hide_password=True)!r}) cannot be used: {exc}") from None
+
+
+class LedgerURLError(LedgerError):
+    """A ledger URL that cannot be meant: a missing SQLite directory (a typo) or another database than SQLite/PostgreSQL."""
+
+#: The databases a ledger can live in (the same SQLAlchemy code path).
+LEDGER_BACKENDS = ("sqlite", "postgresql")
+
+
+def _sqlite_directory(db: str) -> None:
+    """Make sure a writable SQLite ledger's directory exists: created only for fdp's own state directory.
+
+    A mistyped ``--ledger`` or ``$FDP_LEDGER_URL`` would otherwise open a new, empty ledger in a new directory and
+    take the dataset's budget from the config's proposal, bypassing the policy set in the real ledger. The default
+    ledger's directory (:func:`state_dir`) is fdp's own and is created on first use.
+    """
+    parent = Path(db).expanduser().parent
+    if parent.is_dir():
+        return
+    if parent.resolve() != state_dir().expanduser().resolve():
+        raise LedgerURLError(
+            f"ledger directory {str(parent)!r} does not exist (ledger URL sqlite:///{db}): check --ledger / "
+            "FDP_LEDGER_URL for a typo; fdp creates a new ledger file in an existing directory, never the directory "
+            "(except its own state directory for the default ledger)")
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise LedgerError(f"ledger directory for {db!r} cannot be created ({exc.strerror})") from None
+
+
+def sqlite_ledger_file(url: str) -> Path | None:
+    """The file of a SQLite ledger URL (``None`` for another database or an unparsable URL): what may not exist yet."""
+    try:
+        parsed = sa.engine.make_url(url)
+    except sa.exc.ArgumentError:
+        return None
+    if parsed.get_backend_name() != "sqlite" or not parsed.database or parsed.query.get("uri") == "true":
+        return None
+    return Path(parsed.database).expanduser()
 
 
 def _read_only_sqlite(db: str) -> Engine:

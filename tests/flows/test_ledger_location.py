@@ -1,0 +1,67 @@
+"""A mistyped ledger location never opens a new, empty ledger silently (fdpcore.ledger.LedgerURLError).
+
+A new user's ``--ledger sqlite:////…/nope/ledger.db`` (a folder that did not exist) created the folder and a fresh
+ledger, took the budget from the config's proposal and published, bypassing the policy in the real ledger. Now a
+missing directory is refused (exit 2, nothing created) by every command that writes, and a release that creates
+its ledger file says so before it charges.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from fdp.flows.cli import main
+from flow_support import REPO, release
+
+from fdpcore.ledger import Ledger, LedgerURLError, state_dir
+
+EXAMPLE = REPO / "examples" / "electricity_mean.yaml"
+
+
+def test_a_ledger_in_a_missing_directory_is_refused_and_nothing_is_created(tmp_path: Path) -> None:
+    with pytest.raises(LedgerURLError, match="ledger directory .*nope.* does not exist"):
+        Ledger(f"sqlite:///{tmp_path / 'nope' / 'ledger.db'}")
+    assert not (tmp_path / "nope").exists()
+    # fdp's own state directory is created for the default ledger (conftest points FDP_STATE_DIR at a new path)
+    assert not state_dir().exists()
+    Ledger(f"sqlite:///{state_dir() / 'ledger.sqlite'}")
+    assert (state_dir() / "ledger.sqlite").is_file()
+
+
+@pytest.mark.parametrize("command", [
+    ["release", str(EXAMPLE), "--release-id", "typo-1"],
+    ["budget", "set", "adelaide-electricity-monday", "--epsilon", "5"],
+])
+def test_commands_that_write_refuse_a_mistyped_ledger_directory_with_exit_2(
+        command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"sqlite:///{tmp_path / 'nope' / 'ledger.db'}"
+    assert main([*command, "--ledger", url, *(["--out", str(tmp_path / "out")] if command[0] == "release" else [])]) == 2
+    err = capsys.readouterr().err
+    assert f"ledger directory {str(tmp_path / 'nope')!r} does not exist" in err and "check --ledger" in err
+    assert not (tmp_path / "nope").exists() and not (tmp_path / "out" / "manifest.json").exists()
+
+
+def test_a_release_that_creates_its_ledger_file_says_so_and_a_rerun_does_not(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ledger = f"sqlite:///{tmp_path / 'new.sqlite'}"
+    assert release(EXAMPLE, tmp_path / "out", ledger, "new-1") == 0
+    err = capsys.readouterr().err
+    note = f"fdp: note: no ledger at {tmp_path / 'new.sqlite'} yet: this release creates it"
+    assert note in err and "from the config's `budget:` proposal" in err
+    assert err.index(note) < err.index("budget charged")  # said before anything is charged
+    assert json.loads((tmp_path / "out" / "manifest.json").read_text())["release_id"] == "new-1"
+    assert release(EXAMPLE, tmp_path / "out2", ledger, "new-2") == 0
+    assert "no ledger at" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [["budget", "show"], ["audit", "list"], ["release", str(EXAMPLE)]])
+def test_a_ledger_url_of_another_database_says_which_ones_fdp_supports(
+        command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--ledger mysql://x/y` said "cannot be used: No module named 'MySQLdb'" (exit 1)."""
+    assert main([*command, "--ledger", "mysql://x/y", *(["--out", str(tmp_path / "o")] if command[0] == "release"
+                                                         else [])]) == 2
+    err = capsys.readouterr().err
+    assert "names a mysql database: a ledger lives in SQLite (sqlite:///path/to/ledger.sqlite) or PostgreSQL" in err
+    assert "MySQLdb" not in err
