@@ -167,7 +167,9 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
     warnings = [f"at epsilon {', '.join(f'{e:g}' for e in eps_list)}: {text}" for text, eps_list in per_epsilon.items()]
     ds = config.dataset
     assumptions = [
-        "n counts the privacy units in the data file (public under the replace-one adjacency); no data value is read",
+        "n counts the privacy units in the data file (public under the replace-one adjacency); the file is read only to "
+        "refuse what the release would refuse (columns, numbers, units that cannot be aligned): no number here depends "
+        "on a data value",
         "every number comes from the public config and n: nothing was charged and the ledger was not written",
     ]
     if hasattr(ds, "time_column"):  # a curve release: which units the public alignment rule can align

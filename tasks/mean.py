@@ -9,11 +9,11 @@ from fdp.schemas import ChargeRequest, CurveBatch, MeanSummary, NoisePlan, Relea
 from fdp.tasks import _publish
 from fdp.tasks._settings import data_task, noise_task
 from fdp.tasks.ledger import close_release, mark_noised, period_and_budget, provenance
-from fdp.tasks.planning import alignment_requirement, end_gap, mean_plan, public_choices, release_grid
+from fdp.tasks.planning import mean_plan, public_choices, release_grid
+from fdp.tasks.preflight import read_and_align
 
 import fdpcore
-from fdpcore.data.preprocess import add_reference, align_long, centre_on_reference, clip_l2, rescale_long
-from fdpcore.io import read_long_table
+from fdpcore.data.preprocess import add_reference, centre_on_reference, clip_l2
 from fdpcore.noise.quantiles import PublicChoice, draw_public_choice, record_levels, record_norms
 from fdpcore.summaries.fpca import reference_on_grid
 from fdpcore.summaries.mean import draw_mean_release, select_mean_parameters, summarise_mean
@@ -49,25 +49,7 @@ def mean_reference(config: ReleaseConfig) -> Any:
 
 
 def _load(config: ReleaseConfig, config_dir: str, value_offset: float | None) -> CurveBatch:
-    ds = config.dataset
-    offset = value_offset if value_offset is not None else (0.0 if ds.value_offset == "auto" else ds.value_offset)
-    path = Path(ds.path) if Path(ds.path).is_absolute() else Path(config_dir) / ds.path
-    table = read_long_table(
-        path, ds.format, unit_column=ds.unit_column, time_column=ds.time_column, value_column=ds.value_column,
-        curve_column=ds.curve_column, csv_delimiter=ds.csv_delimiter,
-    )
-    grid = release_grid(config)
-    t, v, n_outside = rescale_long(
-        table.times, table.values, time_domain=ds.time_domain, grid_domain=grid.domain_range,
-        value_offset=offset, value_scale=ds.value_scale,
-    )
-    aligned = align_long(table.units, t, v, grid, curves=table.curves, max_gap=end_gap(config)[1])
-    if aligned.n_unalignable == aligned.n_samples:
-        raise fdpcore.DataError(
-            f"{path.name}: no privacy unit could be aligned onto the grid ({alignment_requirement(config)}); check "
-            "dataset.time_domain against the times every unit is observed at (empty values count as not observed), "
-            "dataset.time_column, the grid and dataset.max_end_gap"
-        )
+    table, aligned, n_outside = read_and_align(config, config_dir, value_offset)
     counts = {
         "n_rows": table.n_rows, "n_rows_outside_time_domain": n_outside, "n_rows_nonfinite": aligned.n_rows_dropped,
         "n_duplicates_merged": aligned.n_duplicates_merged, "n_unalignable_units": aligned.n_unalignable,

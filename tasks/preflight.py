@@ -18,11 +18,46 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from fdp.tasks.planning import alignment_requirement, end_gap, release_grid
+
+from fdpcore.data.preprocess import AlignedCurves, align_long, rescale_long
+from fdpcore.errors import DataError
 from fdpcore.io.covariates import read_unit_covariates
 from fdpcore.io.points import read_point_table
-from fdpcore.io.tables import read_long_table, unit_count
+from fdpcore.io.tables import LongTable, read_long_table
 
-__all__ = ["check_inputs"]
+__all__ = ["check_inputs", "read_and_align"]
+
+
+def read_and_align(config: Any, config_dir: str, value_offset: float | None = None) -> tuple[LongTable, AlignedCurves, int]:
+    """Read a curve release's long table (memory engine), rescale it publicly and align each unit onto the grid.
+
+    Returns the table, the aligned curves and the number of rows outside ``time_domain``. Raises
+    :class:`fdpcore.errors.DataError` when no unit can be aligned (the release would have nothing but the public
+    reference to publish). The release's ``load-curves`` task and ``fdp plan`` / ``fdp release``'s pre-flight both
+    call it, so the plan refuses exactly what the release refuses. ``value_offset`` overrides the config's (the
+    released DP centre of ``value_offset: auto``; ``auto`` without it: offset 0, alignment does not depend on it).
+    """
+    ds = config.dataset
+    offset = value_offset if value_offset is not None else (0.0 if ds.value_offset == "auto" else ds.value_offset)
+    path = Path(ds.path) if Path(ds.path).is_absolute() else Path(config_dir) / ds.path
+    table = read_long_table(
+        path, ds.format, unit_column=ds.unit_column, time_column=ds.time_column, value_column=ds.value_column,
+        curve_column=ds.curve_column, csv_delimiter=ds.csv_delimiter,
+    )
+    grid = release_grid(config)
+    t, v, n_outside = rescale_long(
+        table.times, table.values, time_domain=ds.time_domain, grid_domain=grid.domain_range,
+        value_offset=offset, value_scale=ds.value_scale,
+    )
+    aligned = align_long(table.units, t, v, grid, curves=table.curves, max_gap=end_gap(config)[1])
+    if aligned.n_unalignable == aligned.n_samples:
+        raise DataError(
+            f"{path.name}: no privacy unit could be aligned onto the grid ({alignment_requirement(config)}); check "
+            "dataset.time_domain against the times every unit is observed at (empty values count as not observed), "
+            "dataset.time_column, the grid and dataset.max_end_gap"
+        )
+    return table, aligned, n_outside
 
 
 def check_inputs(config: Any, config_dir: str) -> int | None:
@@ -41,9 +76,7 @@ def check_inputs(config: Any, config_dir: str) -> int | None:
                                 labels=getattr(ds, "labels", "sign")).n_units
     n = None
     if memory:
-        n = unit_count(read_long_table(path, ds.format, unit_column=ds.unit_column, time_column=ds.time_column,
-                                       value_column=ds.value_column, curve_column=ds.curve_column,
-                                       csv_delimiter=ds.csv_delimiter).units)
+        n = read_and_align(config, config_dir)[1].n_samples
     if config.summary == "fosr" and memory:
         read_unit_covariates(path, ds.format, unit_column=ds.unit_column, csv_delimiter=ds.csv_delimiter,
                              covariates=[(name, enc) for _, name, enc in config.design_columns()],
