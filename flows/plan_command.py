@@ -98,21 +98,35 @@ def _tau_break_even(config: Any, n: int, row: dict[str, Any]) -> float | None:
     exactly when the released tau is below ``(E_fixed / E_auto(1))^(1/power)``. ``None`` when nothing is bought at
     this epsilon, or the summary has no additive noise (FPCA) or no closed-form error yet (public inputs only).
     """
-    bought = [b for b in row.get("bought") or () if b["name"] == "tau" and not b["a_priori"]]
-    key = "expected_l2_error_with_bias" if row.get("expected_l2_error_with_bias") is not None else "expected_l2_error"
-    auto_error = row.get(key)
-    if not bought or auto_error is None or auto_error <= 0.0:
+    alternative = _fixed_tau_alternative(config, n, row)
+    auto_error = row.get(alternative["measure"]) if alternative is not None else None
+    if alternative is None or auto_error is None or auto_error <= 0.0:
         return None
+    power = 2 if config.summary == "covariance" else 1
+    return float((alternative["error"] / auto_error) ** (1.0 / power))
+
+
+def _fixed_tau_alternative(config: Any, n: int, row: dict[str, Any]) -> dict[str, Any] | None:
+    """The same release with ``clipping.tau`` fixed at the upper end of ``tau_range`` (nothing bought, the whole epsilon).
+
+    ``{"tau", "measure", "error", "noise"}``: its ``with bias`` error where the plan states one, else its noise
+    (``measure`` names which), and its noise (source units), for a row that buys tau; ``None`` otherwise. Public
+    inputs and ``n`` only.
+    """
+    bought = [b for b in row.get("bought") or () if b["name"] == "tau" and not b["a_priori"]]
+    if not bought:
+        return None
+    key = "expected_l2_error_with_bias" if row.get("expected_l2_error_with_bias") is not None else "expected_l2_error"
     raw = config.model_dump(mode="json")
-    raw["clipping"]["tau"] = tau_search_range(config)[1]
+    tau = tau_search_range(config)[1]
+    raw["clipping"]["tau"] = tau
     for option in ("tau_share", "tau_range"):
         raw["clipping"].pop(option, None)
     fixed = SUMMARIES[config.summary].config_model.model_validate(raw)
-    fixed_error = accuracy(fixed, build_plan(fixed, n), n).as_dict().get(key)
-    if fixed_error is None:
-        return None
-    power = 2 if config.summary == "covariance" else 1
-    return float((fixed_error / auto_error) ** (1.0 / power))
+    fixed_row = accuracy(fixed, build_plan(fixed, n), n).as_dict()
+    error = fixed_row.get(key)
+    return None if error is None else {"tau": tau, "measure": key, "error": float(error),
+                                       "noise": float(fixed_row["expected_l2_error"])}
 
 
 def _erm_with_bias_note(config: Any, parameters: dict[str, Any]) -> str:
@@ -151,7 +165,7 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
             if cfg.summary == "erm":  # what its 'with bias' (the prior error of psi: auto's rule) is
                 row["with_bias_note"] = _erm_with_bias_note(cfg, plan.parameters)
             row["tau_break_even"] = _tau_break_even(cfg, n, row)
-            found = [low_tau_warning(cfg, row),
+            found = [low_tau_warning(cfg, row, n),
                      covariance_centering_check(cfg, n, ro_url) if cfg.summary == "covariance" else None]
             for text in filter(None, found):
                 per_epsilon.setdefault(text, []).append(eps)
@@ -294,10 +308,12 @@ def print_plan(report: dict[str, Any]) -> None:
         print(f"  warning: {w}")
 
 
-def low_tau_warning(config: Any, row: dict[str, Any]) -> str | None:
+def low_tau_warning(config: Any, row: dict[str, Any], n: int) -> str | None:
     """``fdp plan``'s warning for a row whose ``tau: auto`` targets a low quantile level (< 0.9); ``None`` otherwise.
 
-    Public inputs only: the level is the plan's (``tuning.tau.quantile_level@2``, from n and the tau split).
+    Public inputs only: the level is the plan's (``tuning.tau.quantile_level@2``, from n and the tau split). It
+    ends with the error of the alternative a user can pick before spending: ``tau`` fixed at the upper end of
+    ``tau_range`` with the whole epsilon (:func:`_fixed_tau_alternative`; not for FPCA, which has no additive noise).
     """
     if config.summary not in LOW_TAU_SUMMARIES:
         return None
@@ -311,10 +327,16 @@ def low_tau_warning(config: Any, row: dict[str, Any]) -> str | None:
     if config.summary == "fpca":  # its level is the median whatever n and epsilon (tuning.tau.summary_level@1)
         return (low_level_text("fpca", level, target, planned=True) + " (FPCA's tau: auto always targets the median); "
                 "lever: a public clipping.tau if a tight a-priori bound on the norms is known")
+    alternative = _fixed_tau_alternative(config, n, row)
+    even = _tau_break_even(config, n, row)
+    fixed = "" if alternative is None or even is None else (
+        f"; the alternative, clipping.tau: {alternative['tau']:g} fixed (the upper end of tau_range: the whole epsilon, "
+        f"no split, and no clipping bias if no record's norm exceeds it), has E L2 error {alternative['noise']:.4g}: "
+        f"buying wins only if the tau it releases is below {even:.3g} and the shrunk records' bias stays small")
     return (low_level_text(config.summary, level, target, planned=True)
             + " (the level rises with n * epsilon); levers: more epsilon, a public clipping.tau if a tight "
             "a-priori bound on the norms is known, a public reference curve close to the expected mean ("
-            + ("centering.reference)" if config.summary == "covariance" else "centering)"))
+            + ("centering.reference)" if config.summary == "covariance" else "centering)") + fixed)
 
 
 def fosr_floor_warning(floor: float, n: int) -> str:
@@ -367,14 +389,15 @@ def release_warnings(config: Any, config_path: str | Path, ledger_url: str) -> l
     """Warnings ``fdp release`` prints before anything is charged (the same checks as ``fdp plan``).
 
     A covariance on a private mean whose noise would dominate; FoSR's safe-inverse floor (rho x n against the
-    group sizes); a ``tau: auto`` that can only target a low quantile level (mean, covariance, FoSR). The last two
+    group sizes); a ``tau: auto`` that can only target a low quantile level (mean, covariance, FoSR, FPCA). The last two
     need the plan at the config's ``n``: memory engine only.
     """
     auto_tau = getattr(getattr(config, "clipping", None), "tau", None) == "auto"
     private_mean = config.summary == "covariance" and config.centering.kind == "private_mean"
     # the plan's warnings need n before the data is read: counted in a file (the memory engine; a streaming engine
     # reads a directory of parts, counted only by the release's own pass, and never buys tau)
-    planned = config.engine.name == "memory" and (config.summary == "fosr" or auto_tau)
+    memory = getattr(getattr(config, "engine", None), "name", "memory") == "memory"  # FPCA has no engine: memory
+    planned = memory and (config.summary == "fosr" or auto_tau)
     if not (private_mean or planned):
         return []
     n = count_config_units(config, str(Path(config_path).resolve().parent))
@@ -388,7 +411,7 @@ def release_warnings(config: Any, config_path: str | Path, ledger_url: str) -> l
         floor = row["tuning"].get("safe_inverse_floor")
         if floor is not None:
             warnings.append(fosr_floor_warning(floor, n))
-        low = low_tau_warning(config, row)
+        low = low_tau_warning(config, row, n)
         if low is not None:
             warnings.append(low)
     return warnings

@@ -86,6 +86,14 @@ def test_plan_warns_per_epsilon_where_the_tau_level_is_low_and_not_where_it_is_h
                               f"norms: about {1 - levels[0.2]:.0%} of the records will be shrunk to it")
     assert "pulls the release towards value_offset = 1500" in warning
     assert "several times the expected L2 error `fdp plan` states" in warning
+    # the alternative a user can choose before spending: tau fixed at the range's upper end, with its own noise
+    fixed = write_config(tmp_path, REPO / "examples" / "electricity_mean_auto.yaml", clipping={"tau": 1.0})
+    [row] = plan_report(fixed, [0.2], None)["rows"]
+    even = next(r for r in report["rows"] if r["epsilon"] == 0.2)["tau_break_even"]
+    assert warning.endswith(f"the alternative, clipping.tau: 1 fixed (the upper end of tau_range: the whole epsilon, no "
+                            f"split, and no clipping bias if no record's norm exceeds it), has E L2 error "
+                            f"{row['expected_l2_error']:.4g}: buying wins only if the tau it releases is below "
+                            f"{even:.3g} and the shrunk records' bias stays small")
     # a public reference curve is what the clipped curves move towards, when there is one
     ref = {"time": [0.5, 48.5], "value": [1200.0, 1300.0], "source": "a public profile (test)"}
     centred = write_config(tmp_path, REPO / "examples" / "electricity_mean_auto.yaml", centering=ref)
