@@ -323,6 +323,13 @@ def _init(args: argparse.Namespace) -> int:
         config_dir=out.parent if out is not None else Path.cwd(), loss=args.loss, label_bound=args.label_bound,
         levels=parse_levels(args.levels), n_components=args.n_components, n_basis=args.n_basis,
     )
+    import yaml
+    from fdp.tasks.preflight import check_inputs
+
+    # the data read as `fdp plan` and `fdp release` will read it: what they would refuse (a text label, a column of
+    # text, no unit alignable on --time-domain) is refused here, before a config is written
+    check_inputs(SUMMARIES[args.summary].config_model.model_validate(yaml.safe_load(text)),
+                 str(out.parent if out is not None else Path.cwd()))
     if out is None:
         print(text, end="")
         return EXIT_OK

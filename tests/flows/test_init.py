@@ -52,7 +52,8 @@ def test_init_never_fills_a_value_from_the_data(tmp_path: Path) -> None:
     for i, (factor, shift) in enumerate([(1.0, 0.0), (1e-3, 5.0), (250.0, -1e6)]):
         d = tmp_path / f"d{i}"
         d.mkdir()
-        changed = df.assign(demand_mw=df["demand_mw"] * factor + shift, half_hour=df["half_hour"] * (i + 1))
+        # values rescaled and times moved (still alignable on --time-domain: init checks the data as release will)
+        changed = df.assign(demand_mw=df["demand_mw"] * factor + shift, half_hour=df["half_hour"] + 0.25 * i)
         changed.to_parquet(d / "data.parquet", index=False)
         assert _init(d / "data.parquet", d / "c.yaml") == 0
         texts.append((d / "c.yaml").read_text())
@@ -358,3 +359,18 @@ def test_init_mean_reference_block_validates_once_uncommented(tmp_path: Path) ->
     (tmp_path / "r.yaml").write_text(text)
     config = load_config(tmp_path / "r.yaml")
     assert config.centering is not None and config.centering.source == "where the reference comes from"
+
+
+def test_init_refuses_what_plan_and_release_would_refuse(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A new user's `fdp init … --summary erm --loss logistic --value type` on Yes/No labels wrote a config (exit 0);
+    only `fdp plan` then said the label column is not numeric. init reads the data as they will, and writes nothing."""
+    data = tmp_path / "pima.csv"
+    data.write_text("id,glucose,type\n1,148,Yes\n2,85,No\n3,183,Yes\n")
+    out = tmp_path / "p.yaml"
+    assert main(["init", str(data), "--unit", "id", "--time", "glucose", "--time-domain", "0", "200", "--summary", "erm",
+                 "--loss", "logistic", "--value", "type", "--out", str(out)]) == 2
+    assert "pima.csv: column 'type' has a non-numeric entry at row 1" in capsys.readouterr().err and not out.exists()
+    # curves whose times all miss --time-domain: no unit can be aligned, as the release would say
+    assert main(["init", str(DATA), "--unit", "monday_index", "--time", "half_hour", "--value", "demand_mw",
+                 "--time-domain", "100", "148", "--out", str(out)]) == 2
+    assert "no privacy unit could be aligned onto the grid" in capsys.readouterr().err and not out.exists()
