@@ -53,6 +53,7 @@ from typing import Any
 
 from fdp.flows.config import DEFAULT_CRON, config_sha256, load_config, series_name
 from fdp.flows.registry import SUMMARIES
+from fdp.tasks._settings import quiet_expected_tracebacks
 from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 
@@ -385,6 +386,7 @@ def scheduled_release(
         ConfigError: the config file changed since ``fdp serve`` deployed it (its hash differs from
             ``config_sha256_served``), or names another series; nothing is charged.
     """
+    quiet_expected_tracebacks()  # a refused run (budget, config, data) logs its reason once, without a stack
     config = load_config(config_path)
     digest = config_sha256(config)
     if digest != config_sha256_served or series_name(config) != series:

@@ -79,8 +79,12 @@ _QUIET = _NoTracebackForExpectedErrors()
 
 
 def quiet_expected_tracebacks() -> None:
-    """Log fdp's own errors (:class:`~fdpcore.errors.FdpError`) without a traceback, in this process (the CLI, or a Dask worker running a task); idempotent."""
-    for name in ("prefect.flow_runs", "prefect.task_runs", "distributed.worker"):
+    """Log fdp's own errors (:class:`~fdpcore.errors.FdpError`) without a traceback, in this process; idempotent.
+
+    The CLI's release, a Dask worker running a task, and a scheduled run (in the process ``fdp serve``'s runner starts).
+    """
+    for name in ("prefect.flow_runs", "prefect.task_runs", "prefect.flow_engine", "prefect.task_engine",
+                 "distributed.worker"):
         logger = logging.getLogger(name)
         if _QUIET not in logger.filters:
             logger.addFilter(_QUIET)

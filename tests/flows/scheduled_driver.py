@@ -17,6 +17,7 @@ from typing import Any
 
 from fdp.flows.scheduled import scheduled_release
 
+from fdpcore.errors import FdpError
 from fdpcore.ledger import Ledger
 
 
@@ -35,5 +36,9 @@ def _pause_before_publish(flag: str) -> None:
 if __name__ == "__main__":
     if os.environ.get("PAUSE_BEFORE_PUBLISH"):
         _pause_before_publish(os.environ["PAUSE_BEFORE_PUBLISH"])
-    manifest = scheduled_release(**json.loads(sys.argv[1]))
+    try:
+        manifest = scheduled_release(**json.loads(sys.argv[1]))
+    except FdpError as exc:  # what the run logged is the test's subject; this process's own exit says only the type
+        print(f"scheduled-driver: failed with {type(exc).__name__}", file=sys.stderr)
+        sys.exit(1)
     print(json.dumps({"release_id": manifest["release_id"]}))

@@ -231,3 +231,15 @@ def test_a_series_failing_every_minute_notifies_once_per_month_and_cause(
     assert not already_notified("other-series", current_period(), "x")
     assert already_notified("other-series", current_period(), "x")
     assert not already_notified("other-series", "2099-01", "x")  # a new month notifies again
+
+
+def test_a_run_the_budget_refuses_logs_the_reason_without_a_traceback(series: dict[str, Any]) -> None:
+    """A new user's `fdp serve` printed the full traceback of every budget-refused run three or four times."""
+    led = Ledger(series["url"])
+    led.set_budget("sched", 0.5)  # the release costs 1
+    run = _driver(series["params"], _env(series["root"]))
+    _, err = run.communicate(timeout=300)
+    assert run.returncode != 0
+    assert "would be exceeded" in err  # the reason is logged ...
+    assert "Traceback (most recent call last)" not in err, err[-3000:]  # ... as a message, not a stack
+    assert led.budgets("sched")[0].spent == (0.0, 0.0)
