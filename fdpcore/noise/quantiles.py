@@ -53,6 +53,7 @@ __all__ = [
     "default_tau_range",
     "dp_quantile",
     "epsilon_after_choices",
+    "equal_parts",
     "dither_norms",
     "draw_public_choice",
     "choice_epsilon",
@@ -453,6 +454,24 @@ def epsilon_after_choices(epsilon: float, choices: tuple[PublicChoice, ...]) -> 
             f"epsilon {epsilon!r}: raise privacy.epsilon, or fix tau / value_offset a priori"
         )
     return value
+
+
+def equal_parts(epsilon: float, count: int) -> float:
+    """The epsilon of each of ``count`` equal parts of a split, as a decimal whose ``count`` copies sum to at most ``epsilon``.
+
+    Sequential composition (``accounting.pure.sequential@1``) of ``count`` draws at the returned epsilon costs at most
+    ``epsilon`` exactly (the ledger's decimal arithmetic); the part is ``epsilon / count`` when that is a float's
+    shortest decimal, else the next float below it.
+
+    >>> equal_parts(0.1, 4), equal_parts(0.1057, 2)
+    (0.025, 0.05285)
+    """
+    epsilon = _validate.positive_finite("epsilon", epsilon)
+    count = _validate.positive_int("count", count)
+    part = float(exact(epsilon) / count)
+    while exact(part) * count > exact(epsilon):
+        part = math.nextafter(part, 0.0)
+    return part
 
 
 def choice_splits(choices: tuple[PublicChoice, ...]) -> list[dict[str, float | str]]:

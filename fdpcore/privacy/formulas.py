@@ -123,6 +123,8 @@ _ENTRIES = [
     Formula("tuning.kde.bandwidth@1", "fdpcore.summaries.kde.kde_bandwidth", "§5.1, §8", "RULE"),
     Formula("tuning.kde.normal_reference@1", "fdpcore.summaries.kde.kde_reference_bandwidth", "§5.1, §8 (derived here)",
             "RULE"),
+    Formula("tuning.kde.bandwidth_auto@1", "fdpcore.summaries.kde.choose_kde_bandwidth", "§5.1, §5.3, §8, §12.1 (derived here)",
+            "EXACT"),
     Formula("estimator.kde.normaliser@1", "fdpcore.summaries.kde.kde_normaliser", "§8.1", "DEFINITION"),
     Formula("estimator.kde.iclp_qr@1", "fdpcore.summaries.kde.kde_iclp_coefficients", "§8.1", "DEFINITION"),
     Formula("sensitivity.kde.iclp_qr.exact_grid@1", "fdpcore.summaries.kde.kde_iclp_sensitivity", "§8.1", "EXACT"),

@@ -25,8 +25,10 @@ averages are convex combinations, so the supremum over averages is attained at s
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,9 +48,32 @@ from fdpcore.noise.iclp import (
     sample_laplace_whitened,
     whitened_expected_sq_error,
 )
+from fdpcore.noise.quantiles import (
+    PublicChoice,
+    centre_candidates,
+    choice_epsilon,
+    choice_splits,
+    dp_quantile,
+    epsilon_after_choices,
+    equal_parts,
+    one_draw_with_auto,
+    rank_equivalent,
+    tau_candidates,
+)
 
 __all__ = [
+    "BANDWIDTH_AUTO_FORMULA",
+    "DEFAULT_BANDWIDTH_SHARE",
     "KDE_KERNELS",
+    "BandwidthChoice",
+    "bandwidth_candidates",
+    "choose_kde_bandwidth",
+    "draw_kde_quartiles",
+    "kde_auto_bandwidth",
+    "kde_bandwidth_choice",
+    "kde_bandwidth_risk",
+    "quartile_sigmas",
+    "unit_mean_points",
     "PointPlan",
     "PointSpace",
     "draw_point_release",
@@ -71,6 +96,25 @@ __all__ = [
 
 #: Kernel families of the KDE noise kernel ``c_h(x, y) = k((x - y)/h)`` (separable in 2-D).
 KDE_KERNELS = ("gaussian", "exponential")
+
+#: Formula of ``bandwidth: auto`` (:func:`kde_bandwidth_choice`, :func:`choose_kde_bandwidth`).
+BANDWIDTH_AUTO_FORMULA = "tuning.kde.bandwidth_auto@1"
+#: Default share of ``privacy.epsilon`` spent on ``bandwidth: auto`` (10 %, as ``tau: auto``).
+DEFAULT_BANDWIDTH_SHARE = 0.1
+#: Evenly spaced public candidates of the DP quartiles on ``[0, 1]`` (spacing 1/200).
+BANDWIDTH_QUANTILE_CANDIDATES = 201
+#: The two quantile levels drawn per coordinate (their distance is the interquartile range).
+BANDWIDTH_LEVELS = (0.25, 0.75)
+#: Interquartile range of a normal distribution in standard deviations (``2 x 0.6745``).
+IQR_PER_SD = 1.349
+#: Public floor of each ``sigma_j``, in quartile-candidate spacings (0.01 of the unit range).
+SIGMA_FLOOR_STEPS = 2
+#: Public cap of each ``sigma_j``: the a-priori scale of ``normal_reference`` (1/6 of the unit range).
+SIGMA_CAP = 1.0 / 6.0
+#: Half-width of the uniform dither added to each unit's mean coordinate, in quartile-candidate spacings.
+QUARTILE_DITHER_STEPS = 2
+#: Candidate bandwidths per decade of the public geometric grid the risk is minimised over.
+BANDWIDTH_PER_DECADE = 10
 
 
 # ---------------------------------------------------------------------------------------------
@@ -478,6 +522,8 @@ class PointPlan:
         calibration: Laplace or Gaussian calibration of the whitened noise.
         parameters: public parameters for the manifest (bandwidth, eta, kappa, psi, ...).
         formulas: every formula id the release relies on.
+        public_choices: public parameters bought with part of ``epsilon`` (KDE ``bandwidth: auto``), paid first;
+            the noise is calibrated with what is left (:attr:`epsilon_mechanism`).
     """
 
     summary: str
@@ -494,6 +540,12 @@ class PointPlan:
     calibration: LaplaceCalibration | GaussianCalibration
     parameters: dict[str, Any] = field(default_factory=dict)
     formulas: tuple[str, ...] = ()
+    public_choices: tuple[PublicChoice, ...] = ()
+
+    @property
+    def epsilon_mechanism(self) -> float:
+        """Epsilon of the noise itself: ``epsilon`` minus the public choices' splits."""
+        return epsilon_after_choices(self.epsilon, self.public_choices) if self.public_choices else self.epsilon
 
     @property
     def noise(self) -> str:
@@ -502,8 +554,10 @@ class PointPlan:
 
     @property
     def rho(self) -> float | None:
-        """ZCDP ``rho`` of a Gaussian plan, else ``None``."""
-        return self.calibration.rho if isinstance(self.calibration, GaussianCalibration) else None
+        """ZCDP ``rho`` of a Gaussian plan (plus ``epsilon^2/2`` of each pure-DP public choice), else ``None``."""
+        if not isinstance(self.calibration, GaussianCalibration):
+            return None
+        return self.calibration.rho + sum(c.epsilon**2 / 2.0 for c in self.public_choices)
 
     @property
     def variance(self) -> float:
@@ -518,8 +572,9 @@ class PointPlan:
 
     @property
     def budget_splits(self) -> list[dict[str, float | str]]:
-        """The single named part of the cost (it sums exactly to ``(epsilon, delta)``)."""
-        return [{"name": self.summary, "epsilon": self.epsilon, "delta": self.delta}]
+        """The named parts of the cost: the public choices, then the mechanism (they sum exactly to ``(epsilon, delta)``)."""
+        return [*choice_splits(self.public_choices),
+                {"name": self.summary, "epsilon": self.epsilon_mechanism, "delta": self.delta}]
 
 
 def _calibrate(sensitivity: float, epsilon: float, delta: float, n_basis: int, *, gaussian: bool,
@@ -554,6 +609,29 @@ def draw_point_release(
     return np.asarray(noisy @ plan.space.recolour, dtype=np.float64)
 
 
+#: Exact grid maxima of :func:`kde_iclp_sensitivity` at ``kappa = n = 1``, by public space (bounded, least recent out).
+_GRID_SENSITIVITY: OrderedDict[tuple[Any, ...], float] = OrderedDict()
+_GRID_SENSITIVITY_SIZE = 256
+
+
+def _grid_sensitivity(space: PointSpace, spec: Mapping[str, object], eta: float) -> float:
+    """:func:`kde_iclp_sensitivity` of ``space`` at ``kappa = n = 1``, remembered per public space (exact, not an approximation).
+
+    The exact sensitivity is ``kappa / n`` times this grid maximum, which depends on the grids, the kernel and
+    ``eta`` only; ``bandwidth: auto`` prices many bandwidths, and repeated releases on the same grid reuse them.
+    """
+    key = (tuple(sorted((k, repr(v)) for k, v in spec.items())), float(eta),
+           tuple((g.grid_points.tobytes(), g.weights.tobytes()) for g in space.axes))
+    if key in _GRID_SENSITIVITY:
+        _GRID_SENSITIVITY.move_to_end(key)
+        return _GRID_SENSITIVITY[key]
+    best = kde_iclp_sensitivity(space, eta=eta, kappa=1.0, n=1)[0]
+    _GRID_SENSITIVITY[key] = best
+    if len(_GRID_SENSITIVITY) > _GRID_SENSITIVITY_SIZE:
+        _GRID_SENSITIVITY.popitem(last=False)
+    return best
+
+
 # ---------------------------------------------------------------------------------------------
 # KDE plan, summary and facade
 # ---------------------------------------------------------------------------------------------
@@ -571,6 +649,8 @@ def plan_kde_release(
     delta: float = 0.0,
     calibration: str = "analytic",
     secure: bool = True,
+    public_choices: tuple[PublicChoice, ...] | None = None,
+    bandwidth_share: float = DEFAULT_BANDWIDTH_SHARE,
 ) -> PointPlan:
     """Fix the noise of a KDE release from public inputs only (MATH.md §8).
 
@@ -582,10 +662,17 @@ def plan_kde_release(
         mechanism: ``"iclp_qr"`` (§8.1) or ``"hall_gp"`` (§8.2, Gaussian kernel only).
         kernel: ``"gaussian"`` or ``"exponential"`` (length scale = bandwidth; separable in 2-D).
         bandwidth: ``h`` on the unit-scaled domain, or a rule of :data:`KDE_BANDWIDTH_RULES`: ``"n_rule"``
-            (:func:`kde_bandwidth`, the paper's; also ``None``) or ``"normal_reference"`` (:func:`kde_reference_bandwidth`).
+            (:func:`kde_bandwidth`, the paper's; also ``None``) or ``"normal_reference"`` (:func:`kde_reference_bandwidth`);
+            or ``"auto"``: bought with part of ``epsilon`` (``tuning.kde.bandwidth_auto@1``). Its choice is
+            ``public_choices`` (one :class:`BandwidthChoice`; default :func:`kde_bandwidth_choice` with
+            ``bandwidth_share``): undrawn, the plan is priced at the ``normal_reference`` bandwidth (its cost and
+            splits do not depend on ``h``); drawn (:func:`choose_kde_bandwidth`), at the released bandwidth. The
+            noise is calibrated with ``epsilon`` minus the split; ``epsilon`` stays the release's total.
         eta: the power of ICLP-QR (required for ``iclp_qr``, unused for ``hall_gp``).
         calibration: ``"analytic"`` or ``"classical"`` Gaussian calibration (``hall_gp``).
         secure: OpenDP samplers (``False``: NumPy, simulations only).
+        public_choices: with ``bandwidth="auto"``: its :class:`BandwidthChoice`, undrawn or drawn (see ``bandwidth``).
+        bandwidth_share: with ``bandwidth="auto"`` and no ``public_choices``: the share of ``epsilon`` it buys with.
 
     Privacy assumptions: the domain, grid, kernel, bandwidth (or the rule), ``eta`` and ``n`` are
     public and fixed before seeing the data; one unit's points are averaged (:func:`unit_point_weights`).
@@ -602,17 +689,32 @@ def plan_kde_release(
     dl = _validate.delta_value(delta)
     if kernel not in KDE_KERNELS:
         raise DomainError(f"kernel ({kernel!r}) must be one of {list(KDE_KERNELS)}")
-    rule = "n_rule" if bandwidth is None else bandwidth if isinstance(bandwidth, str) else None
-    if rule is not None and rule not in KDE_BANDWIDTH_RULES:
-        raise DomainError(f"bandwidth ({bandwidth!r}) must be a positive number or one of {sorted(KDE_BANDWIDTH_RULES)}")
-    h = (kde_bandwidth(n, dim) if rule == "n_rule" else kde_reference_bandwidth(n, dim) if rule is not None
-         else _validate.positive_finite("bandwidth", float(bandwidth), privacy=False))  # type: ignore[arg-type]
-    rule_id = None if rule is None else KDE_BANDWIDTH_RULES[rule]
+    choices: tuple[PublicChoice, ...] = ()
+    if bandwidth == "auto":
+        choices = (kde_bandwidth_choice(grids, n, eps, bandwidth_share),) if public_choices is None else tuple(public_choices)
+        if len(choices) != 1 or not isinstance(choices[0], BandwidthChoice):
+            raise DomainError("bandwidth 'auto' needs exactly one BandwidthChoice in public_choices")
+        chosen = choices[0]
+        h = kde_reference_bandwidth(n, dim) if chosen.value is None else float(chosen.value)
+        rule_id: str | None = chosen.formula_id
+        eps_noise = epsilon_after_choices(eps, choices)
+    else:
+        if public_choices:
+            raise DomainError("public_choices apply to bandwidth 'auto' only")
+        rule = "n_rule" if bandwidth is None else bandwidth if isinstance(bandwidth, str) else None
+        if rule is not None and rule not in KDE_BANDWIDTH_RULES:
+            raise DomainError(f"bandwidth ({bandwidth!r}) must be a positive number, 'auto' or one of "
+                              f"{sorted(KDE_BANDWIDTH_RULES)}")
+        h = (kde_bandwidth(n, dim) if rule == "n_rule" else kde_reference_bandwidth(n, dim) if rule is not None
+             else _validate.positive_finite("bandwidth", float(bandwidth), privacy=False))  # type: ignore[arg-type]
+        rule_id = None if rule is None else KDE_BANDWIDTH_RULES[rule]
+        eps_noise = eps
     spec: dict[str, object] = {"name": "gaussian", "length_scale": h} if kernel == "gaussian" else {"name": "exponential", "rho": h}
     space = point_space(spec, grids)
     grid_ids = ["grid.midpoint@1" if g.rule == "midpoint" else "grid.trapezoid@1" for g in grids]
     common = {*grid_ids, "eigen.weighted_kl@1", "preprocess.points.unit_average@1", "noise.whitened.expected_sq_l2@1",
-              *(("eigen.tensor_kron@1",) if dim == 2 else ()), *((rule_id,) if rule_id else ())}
+              *(("eigen.tensor_kron@1",) if dim == 2 else ()), *((rule_id,) if rule_id else ()),
+              *(("accounting.pure.sequential@1",) if any(not c.a_priori for c in choices) else ())}
     params: dict[str, Any] = {"bandwidth": h, "bandwidth_rule": rule_id or "fixed",
                               "kernel": space.kernel, "dim": dim}
     if mechanism == "iclp_qr":
@@ -620,16 +722,16 @@ def plan_kde_release(
             raise PrivacyParameterError("eta (None) must be given for mechanism 'iclp_qr'")
         e = _eta(eta)
         kappa = kde_normaliser(space, e)
-        sens, pair = kde_iclp_sensitivity(space, eta=e, kappa=kappa, n=n)
+        sens = kappa / n * _grid_sensitivity(space, spec, e)
         paper = kde_iclp_paper_sensitivity(space, eta=e, kappa=kappa, n=n)
-        cal = _calibrate(sens, eps, dl, space.n_basis, gaussian=False, calibration=calibration, secure=secure)
+        cal = _calibrate(sens, eps_noise, dl, space.n_basis, gaussian=False, calibration=calibration, secure=secure)
         params.update(eta=e, kappa=kappa, snapping="each point to its nearest grid node (record-wise)",
                       cs_upper_bound=kde_iclp_cs_sensitivity(space, eta=e, kappa=kappa, n=n))
         ids = {"estimator.kde.iclp_qr@1", "estimator.kde.normaliser@1", "sensitivity.kde.iclp_qr.exact_grid@1",
                "sensitivity.kde.iclp_qr.paper@1", "sensitivity.kde.iclp_qr.cs_upper@1", "calibration.iclp.laplace_whitened@1",
                "kernel.power_spectral@1"}
         return PointPlan("kde", "iclp_qr", space, n, eps, dl, sens, "sensitivity.kde.iclp_qr.exact_grid@1", paper,
-                         "sensitivity.kde.iclp_qr.paper@1", "1,C", cal, params, tuple(sorted(common | ids)))
+                         "sensitivity.kde.iclp_qr.paper@1", "1,C", cal, params, tuple(sorted(common | ids)), choices)
     if mechanism == "hall_gp":
         if kernel != "gaussian":
             raise DomainError(f"kernel ({kernel!r}) must be 'gaussian' for mechanism 'hall_gp' (MATH.md §8.2)")
@@ -640,12 +742,13 @@ def plan_kde_release(
         diameter = math.sqrt(dim)
         sens = hall_kde_sensitivity(n, bandwidth=h, dim=dim, diameter=diameter)
         paper = hall_kde_paper_sensitivity(n, bandwidth=h, dim=dim)
-        cal = _calibrate(sens, eps, dl, space.n_basis, gaussian=True, calibration=calibration, secure=secure)
+        cal = _calibrate(sens, eps_noise, dl, space.n_basis, gaussian=True, calibration=calibration, secure=secure)
         params.update(domain_diameter=diameter, calibration=calibration, rho=cal.rho if isinstance(cal, GaussianCalibration) else None)
         ids = {"estimator.kde.hall_gaussian@1", "sensitivity.kde.hall.compact_exact@1", "sensitivity.kde.hall.paper@1",
                f"calibration.gaussian.{calibration}@1"}
         return PointPlan("kde", "hall_gp", space, n, eps, dl, sens, "sensitivity.kde.hall.compact_exact@1", paper,
-                         "sensitivity.kde.hall.paper@1", "RKHS (Cameron-Martin of K)", cal, params, tuple(sorted(common | ids)))
+                         "sensitivity.kde.hall.paper@1", "RKHS (Cameron-Martin of K)", cal, params, tuple(sorted(common | ids)),
+                         choices)
     raise DomainError(f"mechanism ({mechanism!r}) must be 'iclp_qr' or 'hall_gp'")
 
 
@@ -692,11 +795,19 @@ def release_kde(
     draws: int = 1,
     secure: bool = True,
     rng: np.random.Generator | None = None,
+    bandwidth_share: float = DEFAULT_BANDWIDTH_SHARE,
 ) -> tuple[NDArrayFloat, PointPlan]:
     """Release private density curves/surfaces of points in ``[0, 1]^d`` (the Python facade).
 
     Returns ``(values, plan)``: ``values`` is ``draws x K`` on the flattened grid. ``unit_codes``
     defaults to one unit per point.
+
+    ``bandwidth="auto"`` (``tuning.kde.bandwidth_auto@1``) buys the bandwidth with ``bandwidth_share`` of ``epsilon``
+    (raised to the quartiles' reliability floor; the public ``normal_reference`` for free when ``n * epsilon`` is
+    too small): the plan is checked and priced from public inputs first, then the DP quartiles are drawn (OpenDP,
+    whatever ``secure`` says: ``secure`` is the release noise's sampler) and the release uses the bandwidth they
+    give. ``plan.budget_splits`` are ``bandwidth`` then ``kde``, summing exactly to ``epsilon``; ``plan.epsilon`` is
+    the whole cost. ``draws`` must be 1 with ``"auto"`` (each draw would be a release buying its own bandwidth).
 
     >>> from fdpcore.basis.grids import midpoint_grid
     >>> rng = np.random.default_rng(0)
@@ -708,6 +819,266 @@ def release_kde(
     x = np.asarray(points, dtype=np.float64)
     codes = np.arange(x.shape[0]) if unit_codes is None else unit_codes
     n, _ = unit_point_weights(codes)
-    plan = plan_kde_release(axes, n=n, epsilon=epsilon, mechanism=mechanism, kernel=kernel, bandwidth=bandwidth,
-                            eta=eta, delta=delta, secure=secure)
+    if bandwidth == "auto":
+        one_draw_with_auto(draws, "bandwidth")
+        grids = (axes,) if isinstance(axes, Grid) else tuple(axes)
+        choice = kde_bandwidth_choice(grids, n, epsilon, bandwidth_share)
+        # every public parameter checked and the split priced before any data is read
+        plan_kde_release(grids, n=n, epsilon=epsilon, mechanism=mechanism, kernel=kernel, bandwidth="auto", eta=eta,
+                         delta=delta, secure=secure, public_choices=(choice,))
+        drawn = choose_kde_bandwidth(choice, _unit_points(x, len(grids)), codes, grids, epsilon=epsilon,
+                                     mechanism=mechanism, kernel=kernel, eta=eta, delta=delta, secure=secure)
+        plan = plan_kde_release(grids, n=n, epsilon=epsilon, mechanism=mechanism, kernel=kernel, bandwidth="auto",
+                                eta=eta, delta=delta, secure=secure, public_choices=(drawn,))
+    else:
+        plan = plan_kde_release(axes, n=n, epsilon=epsilon, mechanism=mechanism, kernel=kernel, bandwidth=bandwidth,
+                                eta=eta, delta=delta, secure=secure)
     return draw_point_release(plan, summarise_kde(x, codes, plan), draws=draws, rng=rng), plan
+
+
+# ---------------------------------------------------------------------------------------------
+# bandwidth: auto (formula tuning.kde.bandwidth_auto@1): a bandwidth bought with a named share of epsilon
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class BandwidthChoice(PublicChoice):
+    """``bandwidth: auto``: the split, the public candidate bandwidths and, after the draw, what was released.
+
+    ``epsilon`` is the whole split (``2 d`` DP quantiles of ``quantile_epsilon`` each, sequential composition);
+    ``alpha`` is the lower quantile level (the upper is ``1 - alpha``); ``candidates`` are the candidate bandwidths.
+    Drawn: ``value`` is the bandwidth, ``quartiles`` the DP quartiles of each coordinate and ``sigmas`` the scales
+    they give (all DP outputs, published). ``epsilon == 0``: nothing bought (``n * epsilon`` too small), the
+    bandwidth is the public ``normal_reference`` rule.
+    """
+
+    quantile_epsilon: float = 0.0
+    quartiles: tuple[tuple[float, float], ...] | None = None
+    sigmas: tuple[float, ...] | None = None
+
+    def as_manifest(self) -> dict[str, object]:
+        """The manifest record of this choice (public: parameters and the private outputs)."""
+        if self.a_priori:
+            return {"name": self.name, "value": self.value, "epsilon": 0.0, "delta": 0.0, "formula": self.formula_id,
+                    "mechanism": "none: n * epsilon is too small for the DP quartiles, so the bandwidth is the public "
+                                 "normal_reference rule of n and d (a priori; no data read, nothing charged)"}
+        return {
+            "name": self.name, "value": self.value, "epsilon": self.epsilon, "delta": 0.0, "formula": self.formula_id,
+            "quantile_levels": [self.alpha, 1.0 - self.alpha], "quantile_epsilon": self.quantile_epsilon,
+            "quantile_candidates": {"first": 0.0, "last": 1.0, "count": BANDWIDTH_QUANTILE_CANDIDATES},
+            "quartiles": None if self.quartiles is None else [list(q) for q in self.quartiles],
+            "sigmas": None if self.sigmas is None else list(self.sigmas),
+            "candidates": {"first": self.candidates[0], "last": self.candidates[-1], "count": len(self.candidates)},
+            "mechanism": "opendp.measurements.make_private_quantile (exponential mechanism, known n) at levels 1/4 and "
+                         "3/4 of each coordinate of the units' mean points (each plus an independent uniform dither "
+                         f"of +-{QUARTILE_DITHER_STEPS} candidate steps, never stored), quantile_epsilon each "
+                         "(sequential composition); the bandwidth minimises a public prior risk of the quartiles "
+                         "(post-processing)",
+        }
+
+
+def bandwidth_candidates(axes: Sequence[Grid], n: int) -> tuple[float, ...]:
+    """The public candidate bandwidths of ``bandwidth: auto``: a geometric grid from the grid spacing to the paper's rule.
+
+    From the widest node spacing of the axes (a narrower bandwidth smooths nothing the grid can show) up to
+    :func:`kde_bandwidth` (``n^(-1/(4+d))``, the widest rule), :data:`BANDWIDTH_PER_DECADE` per decade; the lower end
+    is at most half the upper. Public inputs only.
+
+    >>> from fdpcore.basis.grids import midpoint_grid
+    >>> c = bandwidth_candidates([midpoint_grid(100)], 2000)
+    >>> round(c[0], 4), round(c[-1], 4), len(c)
+    (0.01, 0.2187, 15)
+    """
+    grids = tuple(axes)
+    hi = kde_bandwidth(n, len(grids))
+    lo = min(max(float(np.max(np.diff(g.grid_points))) if g.size > 1 else 1.0 for g in grids), hi / 2.0)
+    return tau_candidates(lo, hi, BANDWIDTH_PER_DECADE)
+
+
+def kde_bandwidth_choice(axes: Grid | Sequence[Grid], n: int, epsilon: float,
+                         share: float = DEFAULT_BANDWIDTH_SHARE) -> BandwidthChoice:
+    """``bandwidth: auto``, not yet drawn: its split and candidates, from public inputs only (``tuning.kde.bandwidth_auto@1``).
+
+    The split is :func:`~fdpcore.noise.quantiles.choice_epsilon` of ``share`` with the reliability floor of one DP
+    median on ``floor(n / (4 d))`` units: each of the ``2 d`` quartiles gets an equal part
+    (:func:`~fdpcore.noise.quantiles.equal_parts`) and targets rank ``n / 4``, so its rank margin must fit below
+    ``n / 4`` at a ``2 d``-th of the split — the median's floor with ``n`` replaced by ``n / (4 d)``. When that is
+    refused (``n * epsilon`` too small) the choice is the public ``normal_reference`` bandwidth
+    (:func:`kde_reference_bandwidth`) and costs nothing, as ``tau: auto`` falls back to its a-priori radius.
+
+    >>> from fdpcore.basis.grids import midpoint_grid
+    >>> c = kde_bandwidth_choice(midpoint_grid(100), 2000, 1.0)
+    >>> c.epsilon, c.quantile_epsilon, c.a_priori
+    (0.1328, 0.0664, False)
+    >>> kde_bandwidth_choice(midpoint_grid(100), 200, 1.0).a_priori  # n * epsilon too small: normal_reference, free
+    True
+    """
+    grids = (axes,) if isinstance(axes, Grid) else tuple(axes)
+    dim = len(grids)
+    n = _validate.positive_int("n", n)
+    eps = _validate.positive_finite("epsilon", epsilon)
+    if not 0.0 < share < 1.0:
+        raise DomainError(f"bandwidth_share ({share!r}) must be in (0, 1)")
+    parts = 2 * dim
+    try:
+        if n // (2 * parts) < 2:
+            raise PrivacyParameterError("too few units for the DP quartiles")
+        e_bw = choice_epsilon("bandwidth", n // (2 * parts), eps, share, BANDWIDTH_QUANTILE_CANDIDATES)
+    except PrivacyParameterError:  # n * epsilon too small for the quartiles: the public normal reference, for free
+        h = kde_reference_bandwidth(n, dim)
+        return BandwidthChoice("bandwidth", 0.0, KDE_BANDWIDTH_RULES["normal_reference"], BANDWIDTH_LEVELS[0], (h,))
+    return BandwidthChoice("bandwidth", e_bw, BANDWIDTH_AUTO_FORMULA, BANDWIDTH_LEVELS[0],
+                           bandwidth_candidates(grids, n), quantile_epsilon=equal_parts(e_bw, parts))
+
+
+def unit_mean_points(points: ArrayLike, unit_codes: ArrayLike) -> NDArrayFloat:
+    """Each privacy unit's mean point on the unit box (``n x d``; pre-noise, never publish).
+
+    A unit's rows are averaged (weights ``1/m_u``, :func:`unit_point_weights`), so each unit gives one value per
+    coordinate and a unit with many rows counts once.
+
+    >>> unit_mean_points([[0.2], [0.4], [0.9]], [5, 5, 1]).tolist()
+    [[0.9], [0.30000000000000004]]
+    """
+    codes = np.asarray(unit_codes)
+    x = np.asarray(points, dtype=np.float64)
+    x = x[:, None] if x.ndim == 1 else x
+    if codes.shape != (x.shape[0],):
+        raise DomainError("points and unit_codes must have the same length")
+    _, inverse, counts = np.unique(codes, return_inverse=True, return_counts=True)
+    sums = np.zeros((counts.shape[0], x.shape[1]))
+    np.add.at(sums, inverse, x)
+    return np.asarray(sums / counts[:, None], dtype=np.float64)
+
+
+def _kernel_moments(mechanism: str, kernel: str, eta: float | None) -> tuple[float, float]:
+    """``(mu_2, R_1)`` of the estimator's effective smoothing kernel per coordinate, in units of ``h`` (MATH.md §8).
+
+    ICLP-QR smooths with the power kernel ``c_h^eta``: for the Gaussian ``exp(-x^2/(2h^2))`` its Fourier symbol
+    ``exp(-h^2 w^2/2)`` to the power ``eta`` is a Gaussian of variance ``eta h^2`` (``mu_2 = eta``,
+    ``R = 1/(2 sqrt(pi eta))``); for the exponential ``exp(-|x|/h)``, ``(1 + h^2 w^2)^(-eta)`` has variance
+    ``2 eta h^2`` and ``R = Gamma(2 eta - 1/2) / (2 sqrt(pi) Gamma(2 eta))``. Hall et al.'s GP KDE is the Gaussian
+    KDE itself (``eta = 1``). Public inputs only.
+    """
+    e = 1.0 if mechanism == "hall_gp" else _eta(1.0 if eta is None else eta)
+    if kernel == "gaussian":
+        return e, 1.0 / (2.0 * math.sqrt(math.pi * e))
+    return 2.0 * e, math.exp(math.lgamma(2.0 * e - 0.5) - math.lgamma(2.0 * e)) / (2.0 * math.sqrt(math.pi))
+
+
+def kde_bandwidth_risk(h: float, sigmas: Sequence[float], n: int, noise_sq: float, *, mechanism: str = "iclp_qr",
+                       kernel: str = "gaussian", eta: float | None = 1.25) -> float:
+    r"""The prior risk ``bandwidth: auto`` minimises: normal-reference AMISE plus the release's noise energy (``tuning.kde.bandwidth_auto@1``).
+
+    .. math:: R(h)=\frac{\mu_2^2h^4}{4}\int(\operatorname{tr}\nabla^2 f_\sigma)^2
+              +\frac{R_1^d}{n h^d}+E\|\text{noise}_h\|_W^2,\qquad
+              \int(\operatorname{tr}\nabla^2 f_\sigma)^2=\frac{2\,\mathrm{tr}\,\Sigma^{-2}+(\mathrm{tr}\,\Sigma^{-1})^2}
+              {2^{d+2}\pi^{d/2}\prod_j\sigma_j}
+
+    ``f_sigma`` is the normal density with independent coordinates of standard deviations ``sigmas`` (MATH.md §5.1's
+    normal reference, with scales bought instead of assumed), ``(mu_2, R_1)`` the second moment and roughness of the
+    estimator's smoothing kernel per coordinate (:func:`_kernel_moments`), ``noise_sq`` the release's exact
+    ``E||noise||_W^2`` at ``h`` (:attr:`PointPlan.expected_sq_l2_error`, MATH.md §8). Public inputs and DP outputs only.
+
+    >>> round(kde_bandwidth_risk(0.05, [0.1], 1000, 0.0, kernel="gaussian", eta=1.0), 5)  # bias^2 0.03306 + variance 0.00564
+    0.0387
+    """
+    s = np.asarray(sigmas, dtype=np.float64)
+    d = int(s.shape[0])
+    mu2, r1 = _kernel_moments(mechanism, kernel, eta)
+    roughness = (2.0 * np.sum(s**-4) + np.sum(s**-2) ** 2) / (2.0 ** (d + 2) * math.pi ** (d / 2.0) * float(np.prod(s)))
+    return float(mu2 * mu2 * h**4 / 4.0 * roughness + r1**d / (n * h**d) + noise_sq)
+
+
+def kde_auto_bandwidth(sigmas: Sequence[float], n: int, candidates: Sequence[float],
+                       noise_sq: Callable[[float], float], *, mechanism: str = "iclp_qr", kernel: str = "gaussian",
+                       eta: float | None = 1.25) -> float:
+    """The candidate bandwidth of least :func:`kde_bandwidth_risk` (the smallest on ties); deterministic post-processing.
+
+    ``noise_sq(h)`` is the release's ``E||noise||_W^2`` at ``h`` with the epsilon left after the split (public).
+
+    >>> cands = tau_candidates(0.01, 0.3, 10)
+    >>> round(kde_auto_bandwidth([0.05], 2000, cands, lambda h: 0.0, eta=1.0), 4)  # Silverman's 1.06 x 0.05 x 2000^-0.2 = 0.0116
+    0.0126
+    """
+    risks = [kde_bandwidth_risk(float(h), sigmas, n, float(noise_sq(float(h))), mechanism=mechanism, kernel=kernel,
+                                eta=eta) for h in candidates]
+    return float(candidates[int(np.argmin(risks))])
+
+
+def draw_kde_quartiles(choice: BandwidthChoice, unit_means: ArrayLike) -> tuple[tuple[float, float], ...]:
+    """The ``2 d`` DP quartiles of ``bandwidth: auto`` (noise draws: the ledger charge must be final first).
+
+    Per coordinate ``j``: OpenDP's DP quantile (:func:`~fdpcore.noise.quantiles.dp_quantile`) at levels 1/4 and 3/4 of
+    the units' mean coordinates, each plus an independent ``Uniform(-2s, 2s)`` dither (``s = 1/200``, the candidate
+    spacing; fresh OS entropy, never stored), over 201 evenly spaced candidates on ``[0, 1]``, at
+    ``choice.quantile_epsilon`` each. One value per unit, so a replaced unit changes one entry of each input.
+    """
+    if choice.a_priori or choice.quantile_epsilon <= 0.0:
+        raise DomainError("an a-priori bandwidth choice draws no quartiles")
+    x = np.asarray(unit_means, dtype=np.float64)
+    cands = centre_candidates(0.0, 1.0, BANDWIDTH_QUANTILE_CANDIDATES)
+    half = QUARTILE_DITHER_STEPS * (cands[1] - cands[0])
+    out = []
+    for j in range(x.shape[1]):
+        col = []
+        for level in (choice.alpha, 1.0 - choice.alpha):
+            dithered = x[:, j] + np.random.default_rng().uniform(-half, half, x.shape[0])
+            col.append(dp_quantile(rank_equivalent(dithered, cands), cands, alpha=level, epsilon=choice.quantile_epsilon))
+        out.append((col[0], col[1]))
+    return tuple(out)
+
+
+def quartile_sigmas(quartiles: Sequence[tuple[float, float]]) -> tuple[float, ...]:
+    """``sigma_j = min(max(IQR_j / 1.349, 2 / 200), 1/6)`` from the DP quartiles (post-processing; public floor and cap).
+
+    The cap is the a-priori scale of ``normal_reference`` (the public box holds the points within +-3 sd): an
+    interquartile range wider than a normal of that scale has means the points are not normal-shaped (several modes,
+    or flat), where a normal reference of the wider scale oversmooths — Silverman's ``min(sd, IQR / 1.349)`` with the
+    a-priori sd in place of the sample's. So ``bandwidth: auto`` only narrows the normal reference's scale.
+
+    >>> [round(s, 4) for s in quartile_sigmas([(0.4, 0.6), (0.5, 0.5), (0.2, 0.8)])]
+    [0.1483, 0.01, 0.1667]
+    """
+    floor = SIGMA_FLOOR_STEPS / (BANDWIDTH_QUANTILE_CANDIDATES - 1)
+    return tuple(min(max((hi - lo) / IQR_PER_SD, floor), SIGMA_CAP) for lo, hi in quartiles)
+
+
+def choose_kde_bandwidth(
+    choice: BandwidthChoice, points: ArrayLike, unit_codes: ArrayLike, axes: Grid | Sequence[Grid], *,
+    epsilon: float, mechanism: str = "iclp_qr", kernel: str = "gaussian", eta: float | None = None,
+    delta: float = 0.0, calibration: str = "analytic", secure: bool = True,
+) -> BandwidthChoice:
+    """Draw ``bandwidth: auto`` (``tuning.kde.bandwidth_auto@1``): DP quartiles, then the public risk minimiser.
+
+    A noise draw (the ledger charge must be final first). The quartiles of the units' mean points
+    (:func:`unit_mean_points`, :func:`draw_kde_quartiles`) give ``sigma_j`` (:func:`quartile_sigmas`); the bandwidth
+    is :func:`kde_auto_bandwidth` over ``choice.candidates`` with the noise of :func:`plan_kde_release` at each
+    candidate and the epsilon left after the split (``epsilon`` is the release's total). Only the DP quartiles and
+    public inputs enter the bandwidth. An a-priori choice returns its public bandwidth and reads nothing.
+
+    >>> from fdpcore.basis.grids import midpoint_grid
+    >>> x = np.random.default_rng(0).normal(0.5, 0.05, (4000, 1)).clip(0, 1)
+    >>> c = kde_bandwidth_choice(midpoint_grid(100), 4000, 2.0)
+    >>> d = choose_kde_bandwidth(c, x, np.arange(4000), midpoint_grid(100), epsilon=2.0, eta=1.25, secure=False)
+    >>> d.value in c.candidates and d.value < kde_reference_bandwidth(4000, 1), 0.03 < d.sigmas[0] < 0.08
+    (True, True)
+    """
+    if choice.value is not None:
+        raise DomainError("the bandwidth choice was already drawn")
+    if choice.a_priori:
+        return dataclasses.replace(choice, value=choice.candidates[-1])
+    grids = (axes,) if isinstance(axes, Grid) else tuple(axes)
+    means = unit_mean_points(points, unit_codes)
+    n = int(means.shape[0])
+    if means.shape[1] != len(grids):
+        raise DomainError(f"points (dimension {means.shape[1]}) must have one coordinate per axis ({len(grids)})")
+    quartiles = draw_kde_quartiles(choice, means)
+    sigmas = quartile_sigmas(quartiles)
+    rest = epsilon_after_choices(epsilon, (choice,))
+
+    def noise_sq(h: float) -> float:
+        return plan_kde_release(grids, n=n, epsilon=rest, mechanism=mechanism, kernel=kernel, bandwidth=h, eta=eta,
+                                delta=delta, calibration=calibration, secure=secure).expected_sq_l2_error
+
+    h = kde_auto_bandwidth(sigmas, n, choice.candidates, noise_sq, mechanism=mechanism, kernel=kernel, eta=eta)
+    return dataclasses.replace(choice, value=h, quartiles=quartiles, sigmas=sigmas)
