@@ -15,18 +15,26 @@ from scipy import stats
 from fdpcore.basis.grids import grid_from_nodes, midpoint_grid
 from fdpcore.errors import DataError, DomainError, PrivacyParameterError
 from fdpcore.io.points import read_point_table
+from fdpcore.privacy.accounting import exact
+from fdpcore.summaries import kde as kde_module
 from fdpcore.summaries.kde import (
+    BandwidthChoice,
+    choose_kde_bandwidth,
     draw_point_release,
     hall_kde_paper_sensitivity,
     hall_kde_sensitivity,
+    kde_auto_bandwidth,
     kde_bandwidth,
+    kde_bandwidth_choice,
     kde_iclp_cs_sensitivity,
     kde_iclp_paper_sensitivity,
     kde_iclp_sensitivity,
+    kde_reference_bandwidth,
     plan_kde_release,
     point_space,
     release_kde,
     summarise_kde,
+    unit_mean_points,
     unit_point_weights,
 )
 
@@ -199,3 +207,113 @@ def test_normal_reference_bandwidth_beats_the_papers_rule_on_a_concentrated_dens
         error("n_rule", 5.0)
     assert ref1 < 0.6 * paper1 and ref5 < 0.6 * paper5
     assert ref5 < ref1 and paper5 > 0.9 * paper1  # budget buys accuracy only where bias does not dominate
+
+
+# ---------------------------------------------------------------------------------------------
+# bandwidth: auto (tuning.kde.bandwidth_auto@1)
+# ---------------------------------------------------------------------------------------------
+
+G100 = midpoint_grid(100)
+
+
+def test_auto_bandwidth_quartiles_see_one_value_per_unit(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[tuple[np.ndarray, float, float]] = []
+    real = kde_module.dp_quantile
+
+    def spy(values, candidates, *, alpha, epsilon):  # type: ignore[no-untyped-def]
+        seen.append((np.asarray(values), alpha, epsilon))
+        return real(values, candidates, alpha=alpha, epsilon=epsilon)
+
+    monkeypatch.setattr(kde_module, "dp_quantile", spy)
+    rng = np.random.default_rng(3)
+    pts = np.vstack([rng.uniform(0.2, 0.4, (1000, 2)), np.full((500, 2), 0.9)])  # unit 'heavy': 500 rows at 0.9
+    codes = np.concatenate([np.arange(1000), np.full(500, -1)])
+    choice = kde_bandwidth_choice((midpoint_grid(12), midpoint_grid(12)), 1001, 4.0)
+    drawn = choose_kde_bandwidth(choice, pts, codes, (midpoint_grid(12), midpoint_grid(12)), epsilon=4.0, eta=1.2,
+                                 secure=False)
+    assert [(a, e) for _, a, e in seen] == [(0.25, choice.quantile_epsilon), (0.75, choice.quantile_epsilon)] * 2
+    for values, _, _ in seen:
+        assert values.shape == (1001,)  # one value per unit: the 500-row unit counts once
+        assert int(np.sum(values > 0.85)) == 1  # its mean point (0.9), moved by at most the dither (0.01)
+    assert drawn.quartiles is not None and len(drawn.quartiles) == 2 and drawn.value in choice.candidates
+    means = unit_mean_points(pts, codes)
+    assert means.shape == (1001, 2) and np.sum(np.all(np.isclose(means, 0.9), axis=1)) == 1
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_auto_bandwidth_worst_case_neighbours_change_each_rank_count_by_at_most_one(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    pts = rng.uniform(size=(300, 1))
+    codes = rng.integers(0, 100, 300)  # units of 1..many rows
+    heavy = int(np.bincount(codes).argmax())
+    cands = np.linspace(0.0, 1.0, 201)
+    base = unit_mean_points(pts, codes)[:, 0]
+    for replacement in (0.0, 1.0, 0.5):  # the heaviest unit (all its rows) replaced by one far point
+        keep = codes != heavy
+        neighbour = unit_mean_points(np.vstack([pts[keep], [[replacement]]]), np.concatenate([codes[keep], [heavy]]))[:, 0]
+        assert neighbour.shape == base.shape
+        counts = np.array([np.sum(base < c) for c in cands])
+        counts2 = np.array([np.sum(neighbour < c) for c in cands])
+        assert int(np.max(np.abs(counts - counts2))) <= 1
+
+
+@pytest.mark.parametrize(("n", "epsilon", "dim"), [(2000, 1.0, 1), (2000, 0.37, 1), (50000, 0.3, 2), (1001, 4.0, 2),
+                                                    (3000, 7.0, 1)])
+def test_auto_bandwidth_split_sums_exactly_with_the_mechanism(n: int, epsilon: float, dim: int) -> None:
+    axes = (midpoint_grid(12),) * dim
+    choice = kde_bandwidth_choice(axes, n, epsilon)
+    assert not choice.a_priori and 0 < choice.epsilon <= epsilon / 2
+    assert exact(choice.quantile_epsilon) * (2 * dim) <= exact(choice.epsilon)  # 2d quartiles within the split
+    plan = plan_kde_release(axes, n=n, epsilon=epsilon, eta=1.2, bandwidth="auto", secure=False)
+    assert [s["name"] for s in plan.budget_splits] == ["bandwidth", "kde"] and plan.epsilon == epsilon
+    assert sum((exact(s["epsilon"]) for s in plan.budget_splits), exact(0.0)) == exact(epsilon)
+    assert plan.calibration.scale == pytest.approx(plan.sensitivity / plan.epsilon_mechanism)  # noise at what is left
+    assert plan.parameters["bandwidth"] == kde_reference_bandwidth(n, dim)  # undrawn: priced at normal_reference
+    assert {"tuning.kde.bandwidth_auto@1", "accounting.pure.sequential@1"} <= set(plan.formulas)
+    hall = plan_kde_release(axes, n=n, epsilon=epsilon, mechanism="hall_gp", delta=1e-6, bandwidth="auto", secure=False)
+    assert hall.rho == pytest.approx(hall.calibration.rho + choice.epsilon**2 / 2)  # type: ignore[union-attr]
+
+
+def _noise(epsilon: float, n: int = 2000):  # type: ignore[no-untyped-def]
+    return lambda h: plan_kde_release(G100, n=n, epsilon=epsilon, eta=1.25, bandwidth=h, secure=False).expected_sq_l2_error
+
+
+def test_auto_bandwidth_falls_as_the_data_concentrate_and_as_epsilon_grows() -> None:
+    cands = kde_bandwidth_choice(G100, 2000, 1.0).candidates
+    by_sigma = [kde_auto_bandwidth([s], 2000, cands, _noise(1.0)) for s in (1 / 6, 0.1, 0.06, 0.03)]
+    assert by_sigma == sorted(by_sigma, reverse=True) and by_sigma[-1] < by_sigma[0] / 2
+    by_eps = [kde_auto_bandwidth([0.06], 2000, cands, _noise(e)) for e in (0.1, 0.5, 2.0, 20.0)]
+    assert by_eps == sorted(by_eps, reverse=True) and by_eps[-1] < by_eps[0]
+    silent = kde_auto_bandwidth([0.06], 2000, cands, lambda h: 0.0)  # no noise: the pure AMISE minimiser
+    assert silent <= by_eps[-1]
+    assert all(h in cands for h in by_sigma + by_eps)
+
+
+def test_auto_bandwidth_falls_back_to_normal_reference_for_free_when_n_epsilon_is_small() -> None:
+    choice = kde_bandwidth_choice(G100, 200, 1.0)
+    assert choice.a_priori and choice.epsilon == 0.0 and choice.formula_id == "tuning.kde.normal_reference@1"
+    drawn = choose_kde_bandwidth(choice, None, None, G100, epsilon=1.0, eta=1.25)  # type: ignore[arg-type]  # reads nothing
+    assert drawn.value == kde_reference_bandwidth(200, 1)
+    plan = plan_kde_release(G100, n=200, epsilon=1.0, eta=1.25, bandwidth="auto", public_choices=(drawn,), secure=False)
+    assert plan.budget_splits == [{"name": "kde", "epsilon": 1.0, "delta": 0.0}]
+    assert plan.parameters["bandwidth"] == kde_reference_bandwidth(200, 1)
+    assert "accounting.pure.sequential@1" not in plan.formulas
+    assert drawn.as_manifest()["epsilon"] == 0.0 and "nothing charged" in str(drawn.as_manifest()["mechanism"])
+    assert kde_bandwidth_choice((midpoint_grid(12),) * 2, 6, 100.0).a_priori  # fewer than 8d units: never bought
+
+
+def test_auto_bandwidth_facade_buys_a_narrow_bandwidth_for_concentrated_points() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.normal(0.5, 0.04, (3000, 1)).clip(0, 1)
+    values, plan = release_kde(x, axes=G100, epsilon=2.0, eta=1.25, bandwidth="auto", secure=False, rng=rng)
+    (choice,) = plan.public_choices
+    assert isinstance(choice, BandwidthChoice) and choice.value == plan.parameters["bandwidth"]
+    assert plan.parameters["bandwidth"] < kde_reference_bandwidth(3000, 1) / 1.5
+    assert plan.parameters["bandwidth_rule"] == "tuning.kde.bandwidth_auto@1"
+    assert choice.sigmas is not None and 0.02 < choice.sigmas[0] < 0.07
+    assert values.shape == (1, 100)
+    with pytest.raises(DomainError, match="draws"):
+        release_kde(x, axes=G100, epsilon=2.0, eta=1.25, bandwidth="auto", draws=2, secure=False)
+    with pytest.raises(DomainError, match="auto"):
+        plan_kde_release(G100, n=10, epsilon=1.0, eta=1.25, bandwidth="wide", secure=False)
+
