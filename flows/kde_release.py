@@ -8,6 +8,7 @@ from typing import Any
 from fdp.flows._steps import already_published, announce, cancel_unless_noised, charge
 from fdp.schemas.kde import KdeReleaseConfig
 from fdp.tasks.kde import (
+    choose_bandwidth,
     draw_point_noise,
     load_points,
     plan_kde,
@@ -28,18 +29,24 @@ def run_point_release(
 
     Everything that sets the noise is fixed from public inputs (n = number of privacy units),
     the full cost is charged atomically, the charge is made final right before the single draw,
-    and a re-run of a published ``release_id`` rewrites its files and charges nothing.
+    and a re-run of a published ``release_id`` rewrites its files and charges nothing. With KDE ``bandwidth: auto``
+    the charge holds its split too; after it the charge is made final, the DP quartiles are drawn, the plan is
+    finished at the bandwidth they give (the same cost, checked) and only then are the points summarised.
     """
     if (done := already_published(ledger_url, release_id, config_sha256, out_dir)) is not None:
         return done
     batch = load_points(config, config_dir)
     plan = plan_task(config, batch.n_samples)
-    summary = summarise_task(batch, plan)
+    auto = getattr(config, "bandwidth", None) == "auto"  # bought with budget: drawn after the charge
+    summary = None if auto else summarise_task(batch, plan)
     request = point_charge_request(config, config_sha256, plan, batch.counts).model_copy(update={"period": period})
     if (done := charge(ledger_url, release_id, request, out_dir, config.budget)) is not None:
         return done
     with cancel_unless_noised(ledger_url, release_id):
-        values = draw_point_noise(ledger_url, release_id, plan, summary)
+        if auto:  # marks the charge final before its quantile draws
+            plan = choose_bandwidth(ledger_url, release_id, config, batch, plan, request)
+            summary = summarise_task(batch, plan)
+        values = draw_point_noise(ledger_url, release_id, plan, summary, auto)
     manifest = publish_task(ledger_url, release_id, config, config_sha256, plan, values, out_dir)
     return announce(manifest, job_name, out_dir, ledger_url)
 

@@ -201,6 +201,14 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
             "the clipping bias: the records above the released tau (about 1 - level of them, half at level 0.5) are "
             "shrunk to it, which biases the release by an amount that depends on how far their norms exceed tau "
             "(data, so no plan can state it; docs/configuration.md)")
+    if getattr(config, "bandwidth", None) == "auto":
+        assumptions.append(
+            f"bandwidth: auto — part of each epsilon (the 'bandwidth' budget split: {config.bandwidth_share:g} of it, more "
+            "for small n) buys the points' scale as DP quartiles of each coordinate of the units' mean points; the "
+            "bandwidth then minimises the normal-reference error at that scale plus the release's noise "
+            "(tuning.kde.bandwidth_auto@1); the errors are at the normal_reference bandwidth with the epsilon the "
+            "split leaves; where n * epsilon is too small for the quartiles the bandwidth is normal_reference and "
+            "nothing is charged for it")
     if getattr(ds, "value_offset", None) == "auto":
         assumptions.append("value_offset: auto — part of each epsilon (the 'value_offset' budget split) buys the centre "
                            "as a DP median of the records' levels over the public value_offset_range")
@@ -276,16 +284,34 @@ def print_plan(report: dict[str, Any]) -> None:
                 bought.setdefault(b["name"], []).append(
                     f"{b['epsilon']:g} of {r['epsilon']:g} (level {b['quantile_level']:.3g})")
     for name, parts in bought.items():
+        if name == "bandwidth":  # KDE bandwidth: auto: 2d quartiles, not one quantile at a level
+            parts = [p.split(" (level")[0] for p in parts]
+            print("  bought with budget: bandwidth (DP quartiles of each coordinate), epsilon " + ", ".join(parts))
+            continue
         print(f"  bought with budget: {name}, epsilon " + ", ".join(parts))
+    spans = [(r["epsilon"], r["expected_l2_error_range"]) for r in report["rows"]
+             if r.get("expected_l2_error_range") is not None and report["summary"] == "kde"]
+    if spans:
+        print("  bandwidth: auto — E L2 error above is at the normal_reference bandwidth; the release's bandwidth is "
+              "chosen after the charge among the public candidates, and its noise is between "
+              + ", ".join(f"{lo:.4g} (widest) and {hi:.4g} (narrowest) at epsilon {e:g}" for e, (lo, hi) in spans)
+              + "; the smoothing bias it saves is not in these numbers (it depends on the data)")
     even = [(r["epsilon"], r["tau_break_even"]) for r in report["rows"] if r.get("tau_break_even") is not None]
     if even:
         print("  tau: auto beats tau fixed at the upper end of tau_range (the whole epsilon, nothing bought) if the "
               "tau it releases is below " + ", ".join(f"{t:.3g} at epsilon {e:g}" for e, t in even)
               + " (by the error above: 'with bias' where shown; clipping below the largest norm adds its own bias; "
               "a tight a-priori bound puts the records' norms near the upper end, and then a fixed tau is better)")
-    fixed = [r["epsilon"] for r in report["rows"] if any(b["a_priori"] for b in r.get("bought") or ())]
+    fixed = [r["epsilon"] for r in report["rows"]
+             if any(b["a_priori"] and b["name"] == "tau" for b in r.get("bought") or ())]
+    free = [r["epsilon"] for r in report["rows"]
+            if any(b["a_priori"] and b["name"] == "bandwidth" for b in r.get("bought") or ())]
+    if free:
+        print(f"  bandwidth at epsilon {', '.join(f'{e:g}' for e in free)}: n * epsilon is too small to buy it, so it "
+              "is the public normal_reference rule (nothing charged for it)")
     if fixed:
-        hi = next(b["candidates"][-1] for r in report["rows"] for b in r.get("bought") or () if b["a_priori"])
+        hi = next(b["candidates"][-1] for r in report["rows"] for b in r.get("bought") or ()
+                  if b["a_priori"] and b["name"] == "tau")
         print(f"  tau at epsilon {', '.join(f'{e:g}' for e in fixed)}: n * epsilon is too small to buy it, so it is the "
               f"public upper end of tau_range, {hi:g} (a priori, nothing charged for it)")
     floors = [(r["epsilon"], r["tuning"]["safe_inverse_floor"]) for r in report["rows"]

@@ -24,6 +24,7 @@ from fdp.schemas.records import (
 from pydantic import Field, field_validator, model_validator
 
 from fdpcore.limits import ID_MAX_LENGTH, ID_PATTERN
+from fdpcore.summaries.kde import DEFAULT_BANDWIDTH_SHARE
 
 __all__ = [
     "UNIT_RULE",
@@ -92,11 +93,18 @@ class KdeReleaseConfig(Frozen):
         "iclp_qr", description="iclp_qr: pure DP (MATH.md §8.1); hall_gp: Gaussian-process noise, (epsilon, delta) (§8.2)")
     kernel: Literal["gaussian", "exponential"] = Field(
         "gaussian", description="noise kernel family c_h (separable in 2-D); hall_gp needs gaussian")
-    bandwidth: PositiveFloat | Literal["normal_reference", "n_rule"] = Field(
+    bandwidth: PositiveFloat | Literal["normal_reference", "n_rule", "auto"] = Field(
         "normal_reference", description="h on the unit-scaled domain (public), or a privacy-safe rule of n and d: "
         "normal_reference (the default) = (1.06 / 6) n^(-1/5) in 1-D, (1/6) n^(-1/6) in 2-D, the normal-reference "
         "rule for points that fill the public range within +-3 sd (tuning.kde.normal_reference@1); n_rule = "
-        "n^(-1/(4+d)), the paper's (tuning.kde.bandwidth@1), about 6x wider")
+        "n^(-1/(4+d)), the paper's (tuning.kde.bandwidth@1), about 6x wider; or auto: bought with bandwidth_share of "
+        "privacy.epsilon (tuning.kde.bandwidth_auto@1) - DP quartiles of each coordinate of the units' mean points "
+        "give the points' scale, and h minimises the normal-reference error at that scale plus the release's noise; "
+        "normal_reference for free when n * epsilon is too small; the manifest records the split and the bandwidth")
+    bandwidth_share: float = Field(
+        DEFAULT_BANDWIDTH_SHARE, gt=0, le=0.5, description="bandwidth 'auto' only: share of privacy.epsilon (default "
+        "0.1; raised automatically up to 0.5 when n is too small for reliable DP quartiles, else the bandwidth is "
+        "normal_reference and nothing is bought)")
     eta: PositiveFloat | None = Field(None, description="power of the kernel (iclp_qr only; > 0.5, MATH.md §8.1 uses 1.01-1.5)")
     privacy: PrivacySpec = Field(description="the privacy cost of this release (epsilon, delta)")
     budget: BudgetSpec = Field(description="proposed total budget of the dataset (used only when the ledger does not know it yet)")
@@ -107,6 +115,8 @@ class KdeReleaseConfig(Frozen):
     @model_validator(mode="after")
     def _mechanism_fields(self) -> KdeReleaseConfig:
         p = self.privacy
+        if self.bandwidth != "auto" and self.bandwidth_share != DEFAULT_BANDWIDTH_SHARE:
+            raise ValueError("bandwidth_share is only used with bandwidth 'auto'")
         if self.mechanism == "iclp_qr":
             if self.eta is None or not self.eta > 0.5:
                 raise ValueError(f"eta ({self.eta}) must be given and > 0.5 for mechanism 'iclp_qr'")

@@ -21,9 +21,11 @@ from fdp.tasks._settings import data_task, noise_task
 from fdp.tasks.ledger import close_release, mark_noised, period_and_budget, provenance
 from fdp.tasks.planning import expected_l2_error, kde_plan, noise_band, point_axes, point_error_text, point_value_units
 
-__all__ = ["load_points", "plan_kde", "point_axes", "public_point_release", "publish_kde", "publish_point_release"]
+__all__ = ["choose_bandwidth", "load_points", "plan_kde", "point_axes", "public_point_release", "publish_kde",
+           "publish_point_release"]
+from fdpcore.errors import InternalError
 from fdpcore.io.points import read_point_table
-from fdpcore.summaries.kde import PointPlan, draw_point_release, summarise_kde
+from fdpcore.summaries.kde import BandwidthChoice, PointPlan, choose_kde_bandwidth, draw_point_release, summarise_kde
 
 NOISE_TEXT = {
     "laplace": ("Laplace on whitened KL coefficients (ICLP): coefficient j ~ Lap(whitened_scale * sqrt(lambda_j)), "
@@ -56,6 +58,31 @@ def plan_kde(config: KdeReleaseConfig, n: int) -> PointPlanEnvelope:
     return PointPlanEnvelope(plan=kde_plan(config, n))  # the same plan `fdp plan` reports (fdp.tasks.planning)
 
 
+@noise_task(name="choose-bandwidth")
+def choose_bandwidth(ledger_url: str, release_id: str, config: KdeReleaseConfig, batch: PointBatch,
+                     plan: PointPlanEnvelope, request: ChargeRequest) -> PointPlanEnvelope:
+    """``bandwidth: auto`` after the charge: mark it final, draw the DP quartiles, finish the plan at the bandwidth.
+
+    The quartiles are noise draws (OpenDP), so the charge is made final first and never refunded after. The
+    finished plan must cost exactly what was charged (same splits), else nothing more is drawn.
+    """
+    p: PointPlan = plan.plan
+    choice = next((c for c in p.public_choices if isinstance(c, BandwidthChoice)), None)
+    if choice is None:
+        raise InternalError("bandwidth 'auto' without its planned choice")
+    mark_noised(ledger_url, release_id)  # the quartiles depend on the data: never refunded after this
+    pr = config.privacy
+    drawn = choose_kde_bandwidth(choice, batch.points, batch.unit_codes, p.space.axes, epsilon=pr.epsilon,
+                                 mechanism=config.mechanism, kernel=config.kernel, eta=config.eta, delta=pr.delta,
+                                 calibration=pr.calibration, secure=True)
+    finished = kde_plan(config, batch.n_samples, (drawn,))
+    charged = [(s.name, s.epsilon, s.delta) for s in request.budget_splits]
+    planned = [(str(s["name"]), float(s["epsilon"]), float(s["delta"])) for s in finished.budget_splits]
+    if charged != planned or request.epsilon != finished.epsilon:
+        raise InternalError(f"the finished plan costs {planned} but the ledger charged {charged}")
+    return PointPlanEnvelope(plan=finished)
+
+
 @data_task(name="summarise-kde")
 def summarise_points_kde(batch: PointBatch, plan: PointPlanEnvelope) -> PointSummary:
     """Pre-noise whitened coordinates of the KDE (kept in memory only)."""
@@ -73,19 +100,34 @@ def point_charge_request(config: Any, config_sha256: str, plan: PointPlanEnvelop
 
 
 @noise_task(name="draw-point-noise")
-def draw_point_noise(ledger_url: str, release_id: str, plan: PointPlanEnvelope, summary: PointSummary) -> Any:
-    """Mark the charge as final, then draw OpenDP noise once (no retries, cache or persistence)."""
-    mark_noised(ledger_url, release_id)
+def draw_point_noise(ledger_url: str, release_id: str, plan: PointPlanEnvelope, summary: PointSummary,
+                     noised: bool = False) -> Any:
+    """Mark the charge as final (unless a bought bandwidth already did), then draw OpenDP noise once."""
+    if not noised:
+        mark_noised(ledger_url, release_id)
     return draw_point_release(plan.plan, summary.coefficients, draws=1)[0]
 
 
 def _guarantee(p: PointPlan, unit: str) -> str:
     if p.rho is not None:
-        return (f"({p.epsilon:g}, {p.delta:g})-differential privacy for each {unit} (replace-one adjacency, n public), "
+        text = (f"({p.epsilon:g}, {p.delta:g})-differential privacy for each {unit} (replace-one adjacency, n public), "
                 f"by Gaussian-process noise calibrated with the {p.parameters['calibration']} Gaussian mechanism; "
                 f"equivalently rho = {p.rho:.6g} zero-concentrated DP")
-    return (f"pure {p.epsilon:g}-differential privacy for each {unit} (replace-one adjacency, n public), "
-            f"by the {p.mechanism} mechanism with Laplace noise")
+    else:
+        text = (f"pure {p.epsilon:g}-differential privacy for each {unit} (replace-one adjacency, n public), "
+                f"by the {p.mechanism} mechanism with Laplace noise")
+    return text + bandwidth_text(p.public_choices)
+
+
+def bandwidth_text(choices: Any) -> str:
+    """The guarantee's clause for a bought bandwidth (``bandwidth: auto``; empty without)."""
+    return "".join(
+        f"; the bandwidth h = {c.value:.6g} is the public normal_reference rule (n * epsilon too small to buy it)"
+        if c.a_priori else
+        f"; of which epsilon {c.epsilon:g} buys the bandwidth h = {c.value:.6g}: OpenDP's DP quantiles at levels 1/4 "
+        f"and 3/4 of each coordinate of the units' mean points (epsilon {c.quantile_epsilon:g} each, sequential "
+        f"composition; {c.formula_id}), published with the release, and the rest releases the density"
+        for c in choices if isinstance(c, BandwidthChoice))
 
 
 def _source_columns(config: Any, plan: PointPlan) -> dict[str, Any]:
@@ -122,6 +164,8 @@ def public_point_release(
         "outside_domain": ds.outside_domain, "n_basis": plan.space.n_basis, "kernel_trace_normalized": False,
         **{k: v for k, v in plan.parameters.items() if k != "kernel"}, "kernel": plan.space.kernel, **extra_parameters,
     }
+    if plan.public_choices:  # bought with budget: private outputs, published with their splits
+        parameters["public_choices"] = [c.as_manifest() for c in plan.public_choices]
     manifest = PointManifest(
         release_id=release_id, dataset_id=ds.id, summary=config.summary, mechanism=plan.mechanism, n=plan.n,
         privacy={"epsilon": plan.epsilon, "delta": plan.delta, "privacy_unit": ds.privacy_unit,  # type: ignore[arg-type]

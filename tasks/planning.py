@@ -33,7 +33,7 @@ from fdpcore.summaries.covariance import plan_covariance_release
 from fdpcore.summaries.erm import plan_erm_release
 from fdpcore.summaries.fosr import plan_fosr_release
 from fdpcore.summaries.fpca import fpca_basis, gaussian_length_scale, plan_fpca_release
-from fdpcore.summaries.kde import plan_kde_release
+from fdpcore.summaries.kde import BandwidthChoice, plan_kde_release
 from fdpcore.summaries.mean import auto_public_choices, candidate_plans, plan_mean_release
 
 __all__ = [
@@ -261,12 +261,19 @@ def _public_choices(config: Any, n: int) -> tuple[PublicChoice, ...]:
     return tau_public_choices(config, n)
 
 
-def kde_plan(config: Any, n: int) -> Any:
-    """The :class:`fdpcore.summaries.kde.PointPlan` of a KDE config."""
+def kde_plan(config: Any, n: int, choices: tuple[PublicChoice, ...] | None = None) -> Any:
+    """The :class:`fdpcore.summaries.kde.PointPlan` of a KDE config.
+
+    With ``bandwidth: auto`` and no drawn choice the plan holds the undrawn choice (its split, from public inputs)
+    and is priced at the ``normal_reference`` bandwidth: its cost and budget splits do not depend on the bandwidth.
+    ``choices`` is the drawn choice (:func:`fdpcore.summaries.kde.choose_kde_bandwidth`) after the charge.
+    """
     p = config.privacy
     return plan_kde_release(point_axes(config), n=n, epsilon=p.epsilon, mechanism=config.mechanism,
                             kernel=config.kernel, bandwidth=config.bandwidth,
-                            eta=config.eta, delta=p.delta, calibration=p.calibration, secure=True)
+                            eta=config.eta, delta=p.delta, calibration=p.calibration, secure=True,
+                            public_choices=choices if config.bandwidth == "auto" else None,
+                            bandwidth_share=config.bandwidth_share)
 
 
 def erm_plan(config: Any, n: int) -> Any:
@@ -426,6 +433,25 @@ def _too_small_message(config: Any, n: int, options: list[str], least: float) ->
     )
 
 
+def _kde_auto_range(config: Any, plan: Any) -> tuple[float, float] | None:
+    """KDE ``bandwidth: auto`` not yet drawn: ``expected_l2_error`` (source units) at the widest and narrowest candidates.
+
+    Priced with the epsilon the split leaves, as the release will be; ``None`` when nothing is bought (a fixed
+    bandwidth, or the free normal_reference fallback). Public inputs only.
+    """
+    choice = next((c for c in plan.public_choices if isinstance(c, BandwidthChoice)), None)
+    if choice is None or choice.a_priori or choice.value is not None:
+        return None
+    errors = []
+    for h in (choice.candidates[-1], choice.candidates[0]):
+        at = plan_kde_release(point_axes(config), n=plan.n, epsilon=plan.epsilon_mechanism, mechanism=config.mechanism,
+                              kernel=config.kernel, bandwidth=h, eta=config.eta, delta=config.privacy.delta,
+                              calibration=config.privacy.calibration, secure=True)
+        err = expected_l2_error(config, at)
+        errors.append(0.0 if err is None else err[0])
+    return errors[0], errors[1]
+
+
 def _point_value_scale(config: Any) -> tuple[float, float]:
     """(value scale, domain area) of a KDE/ERM release: density per source unit, or label units."""
     area = math.prod(b - a for a, b in config.dataset.domain)
@@ -499,7 +525,9 @@ class Accuracy:
         budget_splits: the named parts of epsilon the release would charge (as the manifest records them).
         bought: public parameters bought with part of epsilon (``tau: auto``, ``value_offset: auto``), not yet drawn.
         expected_l2_error_range: ``dp_select``/``pcv``: the smallest and largest ``expected_l2_error`` (source units)
-            over the candidates; the release's is one of them (``None`` for a fixed tuning).
+            over the candidates; the release's is one of them (``None`` for a fixed tuning). KDE ``bandwidth: auto``:
+            the noise at the widest and at the narrowest candidate bandwidth, with the epsilon its split leaves (the
+            row's own error is at the ``normal_reference`` bandwidth; the release's is between the two).
         expected_energy_shortfall: FPCA: the noise part of the expected captured-energy shortfall per record
             (source units squared, :func:`fdpcore.summaries.fpca.fpca_energy_shortfall`); ``relative_error`` is
             then this over ``tau^2``.
@@ -688,7 +716,7 @@ def accuracy(config: Any, plan: Any, n: int, *, band: bool = True) -> Accuracy:
     prior = (getattr(plan, "parameters", None) or {}).get("psi_prior") if s == "erm" else None
     if prior is not None:  # ERM: tuning.erm.psi.risk_prior@1's prior error, over the source domain like the noise's
         risk = float(prior["rms_error_with_bias"]) ** 2 * math.prod(float(b) - float(a) for a, b in config.dataset.domain)
-    return Accuracy(
+    row = Accuracy(
         summary=s, epsilon=float(plan.epsilon), delta=float(getattr(plan, "delta", 0.0)), n=int(n),
         sensitivity=None if sens is None else float(sens), sensitivity_formula=formula,
         noise_scale=None if scale is None else float(scale),
@@ -702,6 +730,15 @@ def accuracy(config: Any, plan: Any, n: int, *, band: bool = True) -> Accuracy:
                 for c in getattr(plan, "public_choices", ())] or None,
         expected_energy_shortfall=shortfall,
     )
+    span = _kde_auto_range(config, plan) if s == "kde" else None
+    if span is None:
+        return row
+    return dataclasses.replace(row, expected_l2_error_range=span, note=(
+        f"{row.note}; bandwidth: auto — the bandwidth is bought after the charge (DP quartiles of the units' mean "
+        f"points): the error above is at the normal_reference bandwidth {plan.parameters['bandwidth']:.4g} with the "
+        f"epsilon its split leaves; the release's bandwidth is one of the public candidates "
+        f"[{plan.public_choices[0].candidates[0]:.4g}, {plan.public_choices[0].candidates[-1]:.4g}], and its noise lies "
+        "between that of the widest and of the narrowest candidate (expected_l2_error_range)"))
 
 
 def count_units_of_file(path: Path, fmt: str, unit_column: str, columns: list[str], csv_delimiter: str = ",") -> int:

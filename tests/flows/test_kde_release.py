@@ -102,3 +102,40 @@ def test_bad_kde_configs_exit_2(tmp_path: Path) -> None:
     assert release(_config(tmp_path, "kde_1d.yaml", mechanism="hall_gp"), tmp_path / "o", ledger, "x") == 2
     assert release(_config(tmp_path, "kde_1d.yaml", grid__domain=[0.0, 2.0]), tmp_path / "o", ledger, "y") == 2
     assert release(_config(tmp_path, "kde_1d.yaml", dataset__domain=[[0.0, 10.0], [0.0, 1.0]]), tmp_path / "o", ledger, "z") == 2
+
+
+def test_kde_bandwidth_auto_charges_its_split_first_and_manifest_ledger_and_guarantee_agree(tmp_path: Path) -> None:
+    from flow_support import assert_claims_agree
+
+    ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
+    out = tmp_path / "out"
+    assert release(_config(tmp_path, "kde_1d.yaml", grid__size=50, bandwidth="auto"), out, ledger, "auto-1") == 0
+    m = json.loads((out / "manifest.json").read_text())
+    record = Ledger(ledger).get("auto-1")
+    assert_claims_agree(m, record)
+    (choice,) = m["parameters"]["public_choices"]
+    assert [s["name"] for s in m["budget_splits"]] == ["bandwidth", "kde"]
+    assert m["budget_splits"][0]["epsilon"] == choice["epsilon"] > 0 and choice["name"] == "bandwidth"
+    assert choice["value"] == m["parameters"]["bandwidth"] and m["parameters"]["bandwidth_rule"] == "tuning.kde.bandwidth_auto@1"
+    assert choice["quantile_levels"] == [0.25, 0.75] and len(choice["quartiles"]) == 1 and len(choice["sigmas"]) == 1
+    assert choice["quantile_epsilon"] * 2 <= choice["epsilon"]
+    assert choice["candidates"]["first"] <= choice["value"] <= choice["candidates"]["last"]
+    assert {"tuning.kde.bandwidth_auto@1", "accounting.pure.sequential@1"} <= set(m["formulas"]) <= set(FORMULAS)
+    text = m["privacy"]["guarantee"]
+    assert f"of which epsilon {choice['epsilon']:g} buys the bandwidth h = {choice['value']:.6g}" in text
+    # the noise is calibrated with what the split leaves, at the released bandwidth
+    assert m["noise"]["whitened_scale"] == pytest.approx(m["sensitivity"]["value"] / m["budget_splits"][1]["epsilon"])
+
+
+def test_kde_bandwidth_auto_without_enough_units_is_normal_reference_and_free(tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    data = tmp_path / "pts.parquet"
+    pd.DataFrame({"person_id": [f"p{i}" for i in range(60)], "score": rng.uniform(4, 6, 60)}).to_parquet(data)
+    cfg = write_config(tmp_path, REPO / "examples" / "kde_1d.yaml", data=data, grid__size=30, bandwidth="auto")
+    ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
+    assert release(cfg, tmp_path / "o", ledger, "few") == 0
+    m = json.loads((tmp_path / "o" / "manifest.json").read_text())
+    assert m["budget_splits"] == [{"name": "kde", "epsilon": 1.0, "delta": 0.0}]
+    assert m["parameters"]["bandwidth"] == pytest.approx(1.06 / 6 * 60 ** -0.2)
+    assert m["parameters"]["public_choices"][0]["epsilon"] == 0.0
+    assert "is the public normal_reference rule" in m["privacy"]["guarantee"]

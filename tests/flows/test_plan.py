@@ -389,3 +389,23 @@ def test_fosr_plan_states_where_the_safe_inverse_shrinks_coefficients(tmp_path: 
     text = capsys.readouterr().out
     line = next(ln for ln in text.splitlines() if ln.strip().startswith("coefficients:"))
     assert f"{floors[0]:.3g} at epsilon 1" in line and f"{floors[0] * 93:.3g}, {floors[1] * 93:.3g} of 93" in line
+
+
+def test_kde_plan_with_bandwidth_auto_says_it_is_bought_and_states_the_noise_over_the_candidates(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = write_config(tmp_path, REPO / "examples" / "kde_1d.yaml", grid__size=50, bandwidth="auto")
+    report = _plan_json(capsys, str(cfg), "--epsilon", "0.5", "--epsilon", "2")
+    for row in report["rows"]:
+        assert [s["name"] for s in row["budget_splits"]] == ["bandwidth", "kde"]
+        (bought,) = row["bought"]
+        assert bought["name"] == "bandwidth" and not bought["a_priori"] and bought["epsilon"] == row["budget_splits"][0]["epsilon"]
+        widest, narrowest = row["expected_l2_error_range"]
+        assert widest < row["expected_l2_error"] < narrowest  # the normal_reference h lies inside the candidates
+        assert "normal_reference bandwidth" in row["note"]
+    lo, hi = report["rows"][0]["expected_l2_error_range"], report["rows"][1]["expected_l2_error_range"]
+    assert hi[1] < lo[1]  # more epsilon, less noise at the narrowest candidate
+    assert any("bandwidth: auto" in a for a in report["assumptions"])
+    assert main(["plan", str(cfg), "--epsilon", "1"]) == 0
+    printed = capsys.readouterr().out
+    assert "bought with budget: bandwidth (DP quartiles of each coordinate), epsilon 0.1328 of 1" in printed
+    assert "(widest) and" in printed and "(narrowest) at epsilon 1" in printed and "tau at epsilon" not in printed

@@ -64,3 +64,17 @@ def test_the_json_schema_rejects_a_config_of_one_summary_tagged_as_another() -> 
     raw["summary"] = "covariance"
     with pytest.raises(jsonschema.ValidationError, match="is not valid under any of the given schemas"):
         jsonschema.Draft202012Validator(release_config_json_schema()).validate(raw)
+
+
+def test_kde_bandwidth_auto_is_accepted_described_and_its_share_only_with_auto() -> None:
+    from pydantic import ValidationError
+
+    raw = yaml.safe_load((REPO / "examples" / "kde_1d.yaml").read_text())
+    schema = release_config_json_schema()
+    kde = schema["$defs"]["KdeReleaseConfig"]["properties"]
+    assert "auto" in str(kde["bandwidth"]) and "tuning.kde.bandwidth_auto@1" in kde["bandwidth"]["description"]
+    assert kde["bandwidth_share"]["default"] == 0.1 and "auto" in kde["bandwidth_share"]["description"]
+    parsed = TypeAdapter(AnyReleaseConfig).validate_python({**raw, "bandwidth": "auto", "bandwidth_share": 0.2})
+    assert parsed.bandwidth == "auto" and parsed.bandwidth_share == 0.2  # type: ignore[union-attr]
+    with pytest.raises(ValidationError, match="bandwidth_share is only used with bandwidth 'auto'"):
+        TypeAdapter(AnyReleaseConfig).validate_python({**raw, "bandwidth_share": 0.2})
