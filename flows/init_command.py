@@ -348,9 +348,12 @@ def _point_config(  # noqa: PLR0913 - one argument per command-line option
     if summary == "kde":
         lines += ["mechanism: iclp_qr",
                   "kernel: gaussian     # noise kernel on the unit-scaled domain",
-                  "bandwidth: normal_reference   # h = (1.06/6) n^(-1/5) (1-D) or (1/6) n^(-1/6) (2-D) of each unit-scaled "
-                  "range, from the public n (privacy-safe): right when the points fill the public range; a PUBLIC "
-                  "number (the scale of the features to resolve, as a fraction of the range) if you know better",
+                  "bandwidth: auto   # BOUGHT: a share of epsilon (bandwidth_share, default 0.1) buys the points' scale "
+                  "(DP quartiles of each coordinate of the units' mean points) and h minimises the normal-reference "
+                  "error at it plus the noise (tuning.kde.bandwidth_auto@1; `fdp plan` shows the split); with too few "
+                  "units for the quartiles at that epsilon it is normal_reference and nothing is charged for it. Or "
+                  "normal_reference ((1.06/6) n^(-1/5) in 1-D, (1/6) n^(-1/6) in 2-D: right when the points fill the "
+                  "public range), or a PUBLIC number (the scale of the features to resolve, as a fraction of the range)",
                   "eta: 1.25"]
     else:
         lines += [f"loss: {loss}",

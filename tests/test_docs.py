@@ -76,7 +76,7 @@ def test_each_summary_page_links_the_proof_note_of_each_of_its_formulas(page: st
     assert not missing, missing
 
 
-@pytest.mark.parametrize("page", ["covariance", "fosr", "fpca"])
+@pytest.mark.parametrize("page", ["covariance", "fosr", "fpca", "kde"])
 def test_python_facade_examples_of_the_summary_pages_run(page: str) -> None:
     """Every ```python block of these pages is self-contained and runs (its asserts check the facade's ``tau="auto"``)."""
     path = DOCS / "summaries" / f"{page}.md"

@@ -126,7 +126,11 @@ def test_init_writes_point_configs_that_plan_and_release(summary: str, tmp_path:
     assert main(["plan", str(cfg), "--json", "--epsilon", "1", "--ledger", ledger]) == 0
     assert json.loads(capsys.readouterr().out)["n"] == n
     assert release(cfg, tmp_path / "out", ledger, "r") == 0
-    assert json.loads((tmp_path / "out" / "manifest.json").read_text())["n"] == n
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["n"] == n
+    if summary == "kde":  # fdp init buys the bandwidth (benchmarks/kde_bandwidth.py): split first, then the density
+        assert config.bandwidth == "auto" and "bandwidth: auto   # BOUGHT" in text  # type: ignore[union-attr]
+        assert [s["name"] for s in manifest["budget_splits"]] == ["bandwidth", "kde"]
     moved = tmp_path / "moved.parquet"  # other values, same columns and units: the same config
     frame = pd.read_parquet(data)
     frame[args[3]] = frame[args[3]] * 7.0 - 3.0
