@@ -1041,8 +1041,8 @@ def quartile_sigmas(quartiles: Sequence[tuple[float, float]]) -> tuple[float, ..
     ``bandwidth: auto`` only narrows the normal reference's scale. The floor (0.01 before the factor) keeps ``h`` away from 0 when the
     points sit inside a few candidates.
 
-    >>> [round(s, 4) for s in quartile_sigmas([(0.4, 0.6), (0.5, 0.5), (0.2, 0.8)])]
-    [0.1259, 0.0085, 0.1415]
+    >>> tuple(round(s, 4) for s in quartile_sigmas([(0.4, 0.6), (0.5, 0.5), (0.2, 0.8)]))
+    (0.1259, 0.0085, 0.1415)
     """
     floor = SIGMA_FLOOR_STEPS / (BANDWIDTH_QUANTILE_CANDIDATES - 1)
     return tuple(SIGMA_ROBUST * min(max((hi - lo) / IQR_PER_SD, floor), SIGMA_CAP) for lo, hi in quartiles)
