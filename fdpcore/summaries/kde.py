@@ -611,7 +611,7 @@ def draw_point_release(
     return np.asarray(noisy @ plan.space.recolour, dtype=np.float64)
 
 
-#: Exact grid maxima of :func:`kde_iclp_sensitivity` at ``kappa = n = 1``, by public space (bounded, least recent out).
+#: Exact grid maxima of :func:`kde_iclp_sensitivity` at ``kappa = n = 1``, by public space (bounded, oldest out).
 _GRID_SENSITIVITY: OrderedDict[tuple[Any, ...], float] = OrderedDict()
 _GRID_SENSITIVITY_SIZE = 256
 
@@ -624,13 +624,16 @@ def _grid_sensitivity(space: PointSpace, spec: Mapping[str, object], eta: float)
     """
     key = (tuple(sorted((k, repr(v)) for k, v in spec.items())), float(eta),
            tuple((g.grid_points.tobytes(), g.weights.tobytes()) for g in space.axes))
-    if key in _GRID_SENSITIVITY:
-        _GRID_SENSITIVITY.move_to_end(key)
-        return _GRID_SENSITIVITY[key]
+    found = _GRID_SENSITIVITY.get(key)  # single dict operations only: safe if Prefect plans from threads
+    if found is not None:
+        return found
     best = kde_iclp_sensitivity(space, eta=eta, kappa=1.0, n=1)[0]
     _GRID_SENSITIVITY[key] = best
-    if len(_GRID_SENSITIVITY) > _GRID_SENSITIVITY_SIZE:
-        _GRID_SENSITIVITY.popitem(last=False)
+    while len(_GRID_SENSITIVITY) > _GRID_SENSITIVITY_SIZE:  # oldest first
+        try:
+            _GRID_SENSITIVITY.popitem(last=False)
+        except KeyError:  # emptied by another thread meanwhile
+            break
     return best
 
 

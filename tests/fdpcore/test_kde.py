@@ -317,3 +317,12 @@ def test_auto_bandwidth_facade_buys_a_narrow_bandwidth_for_concentrated_points()
     with pytest.raises(DomainError, match="auto"):
         plan_kde_release(G100, n=10, epsilon=1.0, eta=1.25, bandwidth="wide", secure=False)
 
+
+
+def test_remembered_grid_sensitivity_is_the_exact_one_bit_for_bit() -> None:
+    axes = (midpoint_grid(9), midpoint_grid(7))
+    kde_module._GRID_SENSITIVITY.clear()
+    first = plan_kde_release(axes, n=37, epsilon=0.7, eta=1.2, bandwidth=0.11, secure=False)
+    again = plan_kde_release(axes, n=37, epsilon=0.7, eta=1.2, bandwidth=0.11, secure=False)  # from the memo
+    direct = kde_iclp_sensitivity(first.space, eta=1.2, kappa=first.parameters["kappa"], n=37)[0]
+    assert first.sensitivity == again.sensitivity == direct and len(kde_module._GRID_SENSITIVITY) == 1
