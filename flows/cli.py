@@ -486,11 +486,12 @@ def _print_release(manifest: dict[str, Any], out_dir: Path, budget: DatasetBudge
 
     accuracy = accuracy_text(manifest)
     if accuracy is not None:
-        bought = any(c.get("name") == "tau" and c.get("epsilon", 0) > 0
-                     for c in manifest.get("parameters", {}).get("public_choices") or ())
+        bought = {c.get("name") for c in manifest.get("parameters", {}).get("public_choices") or ()
+                  if c.get("epsilon", 0) > 0}
         print(f"  accuracy:  {accuracy}")
-        print("             " + ("`fdp plan` stated it at tau = 1: this is that figure at the tau released"
-                                 if bought else "as `fdp plan` stated"))
+        print("             " + ("`fdp plan` stated it at tau = 1: this is that figure at the tau released" if "tau" in bought
+                                 else "`fdp plan` stated it at the normal_reference bandwidth: this is the noise at the "
+                                 "bandwidth released" if "bandwidth" in bought else "as `fdp plan` stated"))
         low = low_tau_text(manifest)
         if low is not None:
             print(f"             {low}")

@@ -348,12 +348,18 @@ def _point_config(  # noqa: PLR0913 - one argument per command-line option
     if summary == "kde":
         lines += ["mechanism: iclp_qr",
                   "kernel: gaussian     # noise kernel on the unit-scaled domain",
-                  "bandwidth: auto   # BOUGHT: a share of epsilon (bandwidth_share, default 0.1) buys the points' scale "
-                  "(DP quartiles of each coordinate of the units' mean points) and h minimises the normal-reference "
-                  "error at it plus the noise (tuning.kde.bandwidth_auto@1; `fdp plan` shows the split); with too few "
-                  "units for the quartiles at that epsilon it is normal_reference and nothing is charged for it. Or "
-                  "normal_reference ((1.06/6) n^(-1/5) in 1-D, (1/6) n^(-1/6) in 2-D: right when the points fill the "
-                  "public range), or a PUBLIC number (the scale of the features to resolve, as a fraction of the range)",
+                  *(["bandwidth: auto   # BOUGHT: a share of epsilon (bandwidth_share, default 0.1) buys the points' "
+                     "scale (DP quartiles of the units' mean points) and h minimises the normal-reference error at it "
+                     "plus the noise (tuning.kde.bandwidth_auto@1; `fdp plan` shows the split); with too few units for "
+                     "the quartiles at that epsilon it is normal_reference and nothing is charged for it. Or "
+                     "normal_reference ((1.06/6) n^(-1/5): right when the points fill the public range), or a PUBLIC "
+                     "number (the scale of the features to resolve, as a fraction of the range)"]
+                   if len(coordinate) == 1 else
+                   ["bandwidth: normal_reference   # (1/6) n^(-1/6) of each unit-scaled range, from the public n: right "
+                    "when the points fill the public range; a PUBLIC number (the scale of the features to resolve, as a "
+                    "fraction of the range) if you know better; or auto (BOUGHT with a share of epsilon, "
+                    "tuning.kde.bandwidth_auto@1: better when the points sit in a small part of the box, but pricing "
+                    "its 2-D candidates takes minutes on the first plan and release of a grid)"]),
                   "eta: 1.25"]
     else:
         lines += [f"loss: {loss}",

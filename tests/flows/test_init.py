@@ -131,6 +131,9 @@ def test_init_writes_point_configs_that_plan_and_release(summary: str, tmp_path:
     if summary == "kde":  # fdp init buys the bandwidth (benchmarks/kde_bandwidth.py): split first, then the density
         assert config.bandwidth == "auto" and "bandwidth: auto   # BOUGHT" in text  # type: ignore[union-attr]
         assert [s["name"] for s in manifest["budget_splits"]] == ["bandwidth", "kde"]
+        # the plan priced it at the normal_reference bandwidth: the release line says its figure is another one
+        assert ("`fdp plan` stated it at the normal_reference bandwidth: this is the noise at the bandwidth released"
+                in capsys.readouterr().out)
     moved = tmp_path / "moved.parquet"  # other values, same columns and units: the same config
     frame = pd.read_parquet(data)
     frame[args[3]] = frame[args[3]] * 7.0 - 3.0
@@ -160,6 +163,8 @@ def test_init_takes_one_time_per_coordinate_for_points_in_two_dimensions(
     assert list(config.dataset.coordinate_columns) == [args[3], args[5]]
     assert [tuple(d) for d in config.dataset.domain] == [
         (float(args[-5]), float(args[-4])), (float(args[-2]), float(args[-1]))]
+    if summary == "kde":  # 2-D: the public rule (pricing auto's 2-D candidates takes minutes on a grid's first use)
+        assert config.bandwidth == "normal_reference"  # type: ignore[union-attr]
     assert main(["plan", str(cfg), "--epsilon", "1", "--ledger", f"sqlite:///{tmp_path / 'l.sqlite'}"]) == 0
     capsys.readouterr()
     assert main(["init", str(data), *args[:-3], "--summary", summary]) == 2  # two times, one domain
