@@ -101,16 +101,18 @@ def test_output_distribution_matches_dpmechbernstein(secure: bool) -> None:
     coeffs = target(lattice)
     L = (k + 1) ** d
     point = np.array([[0.3, 0.6]])
-    ours = bernstein_mechanism(coeffs, point, k=k, sensitivity=L * delta_inf, epsilon=eps, draws=2000, secure=secure,
+    # OpenDP cannot be seeded: the two-sample KS check's false-alarm rate is 1e-7; 5000 draws against 50000 reference
+    # draws (effective size 4545, was 1818 at 1e-3) keep the detectable deviation between the laws as small as before
+    ours = bernstein_mechanism(coeffs, point, k=k, sensitivity=L * delta_inf, epsilon=eps, draws=5000, secure=secure,
                                rng=np.random.default_rng(1))[:, 0]
     # reference: diffpriv releaseResponse + predict, written from the definition
     ref_rng = np.random.default_rng(99)
     order = _expand_grid(k, d)
     weights = np.array([_reference_basis(tuple(point[0]), nu, k) for nu in order])
-    noisy = np.array([target(np.array(nu) / k) for nu in order])[None, :] + ref_rng.laplace(0, L * delta_inf / eps, size=(20000, L))
+    noisy = np.array([target(np.array(nu) / k) for nu in order])[None, :] + ref_rng.laplace(0, L * delta_inf / eps, size=(50000, L))
     reference = noisy @ weights
-    assert stats.ks_2samp(ours, reference).pvalue > 1e-3
-    half = np.array([target(np.array(nu) / k) for nu in order])[None, :] + ref_rng.laplace(0, L * delta_inf / eps / 2, size=(20000, L))
+    assert stats.ks_2samp(ours, reference).pvalue > 1e-7
+    half = np.array([target(np.array(nu) / k) for nu in order])[None, :] + ref_rng.laplace(0, L * delta_inf / eps / 2, size=(50000, L))
     assert stats.ks_2samp(ours, half @ weights).pvalue < 1e-6  # the test can fail
 
 

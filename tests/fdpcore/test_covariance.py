@@ -166,19 +166,22 @@ def test_whitened_noise_is_laplace_at_the_calibrated_scale(secure: bool) -> None
     plan = plan_covariance_release(grid, KERNELS[1], n=50, tau=1.0, epsilon=0.7, eta=1.0, psi=1e-2, secure=secure)
     assert plan.calibration.scale == pytest.approx(plan.sensitivity / 0.7, rel=1e-12)
     z = np.linspace(-1, 1, plan.dimension)
-    draws = 400 if secure else 4000
+    # OpenDP cannot be seeded: the KS check's false-alarm rate is 1e-7; 900 secure draws (was 400 at 1e-3) keep the
+    # detectable deviation from the Laplace CDF as small as before
+    draws = 900 if secure else 4000
     m = draw_covariance_release(plan, z, draws=draws, rng=np.random.default_rng(1))
     prod = np.outer(plan.basis.eigenvalues, plan.basis.eigenvalues)
     iu = np.triu_indices(plan.basis.n_basis)
     assert np.array_equal(m, np.swapaxes(m, 1, 2))
     white = (m[:, iu[0], iu[1]] / np.sqrt(prod[iu]) - z) / plan.calibration.scale
-    assert stats.kstest(white.ravel(), stats.laplace.cdf).pvalue > 1e-3
+    assert stats.kstest(white.ravel(), stats.laplace.cdf).pvalue > 1e-7
     # expected squared L2 error on T x T: 2 b^2 (sum lambda)^2, checked against the draws
     w2 = np.outer(grid.weights, grid.weights)
     noise = covariance_surface(m, plan.basis) - covariance_surface(
         np.broadcast_to(_symmetric(z * np.sqrt(prod[iu]), plan.basis.n_basis), m.shape), plan.basis)
     mc = float(np.mean(np.einsum("dkl,kl,dkl->d", noise, w2, noise)))
     assert plan.expected_sq_l2_error == pytest.approx(2 * plan.calibration.scale**2 * plan.basis.trace**2, rel=1e-12)
+    # the mean of 900 squared errors has a relative SD of 1.5 % (simulated): 15 % is 10 SD
     assert mc == pytest.approx(plan.expected_sq_l2_error, rel=0.15 if secure else 0.05)
 
 

@@ -103,17 +103,19 @@ def test_both_parts_are_laplace_at_their_calibrated_scales(secure: bool) -> None
     assert plan.calibration1.scale == pytest.approx(plan.delta1 / 0.27, rel=1e-12)
     assert plan.calibration2.scale == pytest.approx(plan.delta2 / 0.63, rel=1e-12)
     z1, z2 = np.array([0.1, 0.9]), np.linspace(-0.5, 0.5, 2 * plan.basis.n_basis)
-    draws = 300 if secure else 3000
+    # OpenDP cannot be seeded: each KS check's false-alarm rate is 1e-7 (2e-7 for both); 700 secure draws (was 300 at
+    # 1e-3) keep the detectable deviation from the Laplace CDF as small as before
+    draws = 700 if secure else 3000
     coef, t1 = draw_fosr_release(plan, z1, z2, draws=draws, rng=np.random.default_rng(4))
     assert np.all(t1[:, 0, 0] == 1.0) and np.array_equal(t1, np.swapaxes(t1, 1, 2))
     w1 = (np.column_stack([t1[:, 0, 1], t1[:, 1, 1]]) - z1) / plan.calibration1.scale
-    assert stats.kstest(w1.ravel(), stats.laplace.cdf).pvalue > 1e-3
+    assert stats.kstest(w1.ravel(), stats.laplace.cdf).pvalue > 1e-7
     # T2 noise through the safe inverse: recover G~ = T1~ beta~ where the floor does not bind
     lam, phi, w = plan.basis.eigenvalues, plan.basis.eigenfunctions, GRID.weights
     ok = np.linalg.eigvalsh(t1)[:, 0] > plan.floor
     g = np.einsum("dpq,dqk->dpk", t1[ok], coef[ok]) @ (w[:, None] * phi)
     white = (g / np.sqrt(lam)).reshape(ok.sum(), -1) - z2
-    assert stats.kstest((white / plan.calibration2.scale).ravel(), stats.laplace.cdf).pvalue > 1e-3
+    assert stats.kstest((white / plan.calibration2.scale).ravel(), stats.laplace.cdf).pvalue > 1e-7
 
 
 def test_gamma_rule_and_exact_split() -> None:

@@ -215,7 +215,9 @@ def test_field_sampler_secure_path_uses_opendp() -> None:
     cal = calibrate_iclp(0.1, 1.0, n_basis=tb.n_basis, secure=True)
     assert cal.secure and cal.scale >= 0.1
     f = np.ones((5, 4))
-    out = sample_iclp_field(f, tb, cal, draws=600)
+    out = sample_iclp_field(f, tb, cal, draws=1100)
     white = tb.kept_coefficients(out - f) / (cal.scale * np.sqrt(tb.eigenvalues[tb.kept]))
-    assert stats.kstest(white.ravel(), "laplace").pvalue > 1e-4  # OpenDP cannot be seeded
+    # OpenDP cannot be seeded: the KS check's false-alarm rate is 1e-7; 1100 draws (was 600 at 1e-4) keep the
+    # detectable deviation from the Laplace CDF as small as before
+    assert stats.kstest(white.ravel(), "laplace").pvalue > 1e-7
     assert stats.kstest(white.ravel() / 0.8, "laplace").pvalue < 1e-6
