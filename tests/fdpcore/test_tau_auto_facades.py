@@ -170,23 +170,31 @@ def test_covariance_tau_lands_near_the_quantile_of_the_norms_the_clip_uses(
     """Records ``s_i`` times the constant curve, ``s_i`` log-uniform on [0.1, 0.9]: raw norms ``s_i``, norms centred
     on the public constant 0.5 ``|s_i - 0.5|``, two quantiles about 3.5 candidates apart. Sample-mean centring reads
     the raw curves (its clip comes before the centring), public centring the centred ones; the released tau is
-    within 1.5 candidate steps of the quantile of the norms read, and not of the other quantile."""
+    within 1.5 candidate steps of the quantile of the norms read, and not of the other quantile.
+
+    The released tau is one draw of OpenDP's exponential mechanism (unseeded): with public centring its law puts
+    about 0.035 % on each candidate above every norm (their scores tie), 0.22 % in all outside the band (exact law
+    given the dither, averaged over 300 dithers; 100000 simulated draws agree). One release would fail one run in
+    450, so five are drawn and their median must lie in the band: at least 3 of 5 outside has probability 1e-7.
+    A release that read the other norms would put its median near the other quantile, more than step^3 away."""
     rng = np.random.default_rng(7)
     s = np.exp(rng.uniform(np.log(0.1), np.log(0.9), size=500))
     x = s[:, None] * (1.0 + 0.01 * rng.normal(size=(500, GRID.size)))
     raw, centred = record_norms(x, GRID.weights), record_norms(x - 0.5, GRID.weights)
     spy = QuantileSpy(monkeypatch)
     center = None if centering == "sample_mean" else np.full(GRID.size, 0.5)
-    r = release_covariance(x, GRID, epsilon=50.0, tau="auto", kernel=KERNEL, centering=centering, center=center,
-                           secure=False, rng=np.random.default_rng(0))
+    releases = [release_covariance(x, GRID, epsilon=50.0, tau="auto", kernel=KERNEL, centering=centering,
+                                   center=center, secure=False, rng=np.random.default_rng(0)) for _ in range(5)]
     read, other = (raw, centred) if centering == "sample_mean" else (centred, raw)
-    np.testing.assert_array_equal(spy.calls[0]["values"], read)
-    alpha = r.plan.public_choices[0].alpha
+    assert len(spy.calls) == 5
+    for call in spy.calls:
+        np.testing.assert_array_equal(call["values"], read)
+    alpha = releases[0].plan.public_choices[0].alpha
     step = 10.0 ** (1.0 / 10)  # one candidate apart
     near = float(np.quantile(read, alpha))
     far = float(np.quantile(other, alpha))
     assert max(near, far) / min(near, far) > step**3
-    assert near / step**1.5 <= r.plan.tau <= near * step**1.5
+    assert near / step**1.5 <= float(np.median([r.plan.tau for r in releases])) <= near * step**1.5
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
