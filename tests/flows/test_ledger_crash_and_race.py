@@ -49,24 +49,61 @@ def _fdp_args(config: Path, url: str, rid: str, out: Path) -> list[str]:
     return ["release", str(config), "--ledger", url, "--release-id", rid, "--out", str(out)]
 
 
+#: what a run says when the Prefect server failed it (the session's SQLite-backed test server answers HTTP 500 now
+#: and then under the load of 16 processes on a busy machine: its database locked): during the release, or at the
+#: health check before it
+SERVER_ERRORS = ("the Prefect server answered HTTP 5", "cannot be reached (PrefectHTTPStatusError)")
+
+
 def test_sixteen_fdp_release_processes_racing_for_three_releases(small_release: tuple[Path, str], tmp_path: Path) -> None:
     config, url = small_release
     Ledger(url).set_budget("race", 3.0)
-    procs = [
-        subprocess.Popen([sys.executable, "-m", "fdp.flows.cli", *_fdp_args(config, url, f"r{i}", tmp_path / f"o{i}")],
-                         env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for i in range(16)
-    ]
-    results = [(p.wait(timeout=600), p.stderr.read() if p.stderr else "") for p in procs]
-    codes = sorted(code for code, _ in results)
-    assert codes == [0] * 3 + [3] * 13, [e[-300:] for c, e in results if c not in (0, 3)]
-    assert all("Requested: epsilon=1" in err and "Remaining: epsilon=0" in err for code, err in results if code == 3)
-    led = Ledger(url)
-    assert led.budgets("race")[0].spent == (3.0, 0.0)
-    assert sorted(r.state for r in led.releases()) == ["published"] * 3
+    procs = []
+    for i in range(16):  # output to files: a full pipe can never stall a process while the test waits for another
+        with (tmp_path / f"r{i}.err").open("w") as err:
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "fdp.flows.cli", *_fdp_args(config, url, f"r{i}", tmp_path / f"o{i}")],
+                env=_env(), stdout=subprocess.DEVNULL, stderr=err, text=True))
+    codes = [p.wait(timeout=600) for p in procs]
+    check_budget_race({f"r{i}": (code, (tmp_path / f"r{i}.err").read_text()) for i, code in enumerate(codes)},
+                      Ledger(url), 3, tmp_path)
+
+
+def check_budget_race(results: dict[str, tuple[int, str]], led: Ledger, fits: int, tmp_path: Path) -> None:
+    """Releases r0, r1, ... (each costs epsilon 1, output ``o<i>``) raced for a budget that fits ``fits`` of them.
+
+    Without a server error: exactly ``fits`` publish (exit 0) and the rest are refused (exit 3), nothing else. A run
+    that the Prefect server failed (exit 1) is allowed: that is the environment, not fdp. It must say so, and say
+    what the ledger holds for it (nothing charged; a reservation to resume or give back; published). Whatever
+    happened, the budget is neither overspent nor double-charged, and no budget is lost: a run that failed after
+    its noise draw (budget spent, nothing published) fails this test, since a server error must never cost a
+    release its noise.
+    """
+    records = {r.release_id: r for r in led.releases()}
+    for rid, (code, err) in results.items():
+        state = records[rid].state if rid in records else None
+        if code == 0:  # a winner: published, its files written
+            assert state == "published" and (tmp_path / f"o{rid[1:]}" / "manifest.json").is_file(), (rid, err[-2000:])
+        elif code == 3:  # refused before anything was charged, with requested / remaining
+            assert state is None and "Requested: epsilon=1" in err and "Remaining: epsilon=0" in err, (rid, err[-2000:])
+        else:  # the server's error, named as such; then what this run's release holds in the ledger
+            assert code == 1 and any(e in err for e in SERVER_ERRORS), (rid, code, err[-3000:])
+            assert state != "noised", f"a Prefect server error after {rid}'s noise draw lost its noise: {err[-3000:]}"
+            if state == "reserved":
+                assert f"release {rid!r} still holds a reservation" in err, err[-3000:]
+            elif state == "published":
+                assert f"release {rid!r} IS published in the ledger" in err, err[-3000:]
+            else:
+                assert state in (None, "cancelled") and "holds a reservation" not in err, (rid, state, err[-3000:])
+    held = [r for r in records.values() if r.state in ("reserved", "noised", "published")]
+    spent = led.budgets("race")[0].spent
+    assert spent == (float(len(held)), 0.0) and len(held) <= fits  # each charge counted once; never overspent
+    if all(code in (0, 3) for code, _ in results.values()):
+        assert sorted(code for code, _ in results.values()) == [0] * fits + [3] * (len(results) - fits)
+    if all(rid not in records for rid, (code, _) in results.items() if code == 1):  # they failed before charging:
+        running = sum(code != 1 for code, _ in results.values())  # the others took all they could
+        assert len([r for r in held if r.state == "published"]) == min(fits, running)
     assert led.verify() == []
-    winners = {r.release_id for r in led.releases()}
-    assert all((tmp_path / f"o{rid[1:]}" / "manifest.json").is_file() for rid in winners)
 
 
 def _crash(stage: str, config: Path, url: str, rid: str, out: Path) -> None:
