@@ -214,8 +214,8 @@ ROWS: list[tuple[str, Builder, int, list[str]]] = [
     ("out-name-too-long", lambda d: {"__out__": str(d / ("o" * 250))}, 2, ["--out", "is too long", "Nothing was charged"]),
     # --- environment (before anything is charged)
     ("env-out-not-writable", lambda d: {"__out__": str(_file(d) / "sub")}, 2, ["--out", "is not a directory", "Nothing was charged"]),
-    ("env-ledger-unreachable", lambda d: {"__ledger__": f"sqlite:///{_file(d)}/sub/l.sqlite"}, 1, ["ledger", "cannot be created"]),
-    ("env-ledger-bad-url", lambda d: {"__ledger__": "nosuchdb://x"}, 1, ["ledger"]),
+    ("env-ledger-unreachable", lambda d: {"__ledger__": f"sqlite:///{_file(d)}/sub/l.sqlite"}, 2, ["ledger directory", "does not exist", "check --ledger"]),
+    ("env-ledger-bad-url", lambda d: {"__ledger__": "nosuchdb://x"}, 2, ["names a nosuchdb database", "SQLite", "PostgreSQL"]),
 ]
 
 
