@@ -446,7 +446,7 @@ def _run_release(config: Any, config_path: Path, out_dir: Path, url: str, rid: s
             other_run = _wait_for_other_run(exc, ledger, rid, before)
             if other_run == "published" and attempt == 0:
                 continue  # the other run published it: this run writes the files from the ledger, charging nothing
-            raise _explain_failure(exc, ledger, rid, before, other_run) from exc
+            raise _explain_failure(exc, ledger, rid, before, other_run, out_dir=out_dir) from exc
     waited = take_rewritten(rid)
     rewritten = waited is not None or other_run == "published"
     if waited or other_run == "published":
@@ -693,8 +693,9 @@ def _may_be_running(record: Any) -> bool:
     return record.state == "noised" and owner_may_be_running(release_owner(record))
 
 
-def _explain_failure(exc: Exception, ledger: Ledger, rid: str, before: Any, other_run: str | None = None) -> Exception:
-    """Say what a failed run left in the ledger (and what to do), or pass the error on when it left nothing."""
+def _explain_failure(exc: Exception, ledger: Ledger, rid: str, before: Any, other_run: str | None = None, *,
+                     out_dir: Path | None = None) -> Exception:
+    """Say what a failed run left in the ledger (and what to do), or pass fdp's own error on when it left nothing."""
     if other_run == "cancelled":
         return ReleaseFailure(
             f"another run of release {rid!r} at the same time gave its reservation back (it stopped before drawing "
@@ -711,10 +712,17 @@ def _explain_failure(exc: Exception, ledger: Ledger, rid: str, before: Any, othe
         after = ledger.get(rid)
     except LedgerError:
         return exc
-    reason = str(exc) if isinstance(exc, FdpError) else _unexpected(exc)
+    reason = str(exc) if isinstance(exc, FdpError) else _unexpected(exc, ledger_told=True)
     unchanged = after is None or (before is not None and after.updated_at == before.updated_at)
     if unchanged or after.state == "cancelled":
-        return exc  # nothing was charged by this run
+        if isinstance(exc, (FdpError, ValidationError)):
+            return exc  # fdp's own refusal: its message and exit code say it
+        return ReleaseFailure(f"{reason}\nrelease {rid!r}: this run charged nothing. Run again")
+    if after.state == "published" and _files_published(out_dir, rid):
+        return ReleaseFailure(
+            f"{reason}\nrelease {rid!r} IS published and its files are written in {str(out_dir)!r}; the failure came "
+            "after them (the Prefect server's artifacts or the run's final state). Nothing is lost: a re-run with "
+            f"--release-id {rid} re-writes the files from the ledger and charges nothing")
     if after.state == "published":
         return ReleaseFailure(
             f"{reason}\nrelease {rid!r} IS published in the ledger (its budget is spent) but its files were not "
@@ -754,8 +762,32 @@ def _next_step(url: str, rid: str) -> str:
             "from the ledger (nothing is charged again)")
 
 
-def _unexpected(exc: BaseException) -> str:
-    """Name an unexpected error without its text (which may quote data), unless FDP_DEBUG is set."""
+def _files_published(out_dir: Path | None, rid: str) -> bool:
+    """The release directory holds the manifest of ``rid`` (a publication that finished writing its files)."""
+    if out_dir is None:
+        return False
+    try:
+        return json.loads((out_dir / MANIFEST_NAME).read_text(encoding="utf-8")).get("release_id") == rid
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _prefect_server_status(exc: BaseException) -> int | None:
+    """The HTTP status (>= 500) of a Prefect server error in ``exc`` or what caused it (Prefect's version check wraps one)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        status = getattr(getattr(seen, "response", None), "status_code", None)
+        if type(seen).__name__ == "PrefectHTTPStatusError" and isinstance(status, int) and status >= 500:
+            return status
+        seen = seen.__cause__
+    return None
+
+
+def _unexpected(exc: BaseException, *, ledger_told: bool = False) -> str:
+    """Name an unexpected error without its text (which may quote data), unless FDP_DEBUG is set.
+
+    ``ledger_told``: the caller goes on to say what the ledger holds for the run (so this does not point there).
+    """
     tb = exc.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
@@ -765,12 +797,12 @@ def _unexpected(exc: BaseException) -> str:
     if isinstance(exc, MemoryError):
         return (f"memory ran out{where}; give the process more memory, or use a smaller grid or less data "
                 "(engine: local reads the data in chunks)")
-    status = getattr(getattr(exc, "response", None), "status_code", None)
-    if type(exc).__name__ == "PrefectHTTPStatusError" and isinstance(status, int) and status >= 500:
+    status = _prefect_server_status(exc)
+    if status is not None:
         return (f"the Prefect server answered HTTP {status}{where}: it is overloaded or failing (e.g. its own SQLite "
                 "database locked on a busy machine; a PostgreSQL-backed server holds more load). Check the server's "
-                "log and run again; what this run charged, if anything, is in the ledger (`fdp audit show` the "
-                "release id; docs/audit.md, crash table)")
+                "log and run again" + ("" if ledger_told else "; what this run charged, if anything, is in the ledger "
+                                       "(`fdp audit show` the release id; docs/audit.md, crash table)"))
     if os.environ.get("FDP_DEBUG"):
         return f"unexpected {type(exc).__name__}{where}: {exc}"
     return (f"unexpected {type(exc).__name__}{where}; this is a bug in fdp or its environment. Its text is withheld "
