@@ -102,6 +102,8 @@ def test_steps_one_to_three_after_the_readme_demo_leave_room_for_both_series(
         if line.startswith("export "):
             name, value = line.removeprefix("export ").split("=", 1)
             monkeypatch.setenv(name, value)
+        elif line.startswith("mkdir -p "):  # the ledger's directory: fdp creates the file, never the directory
+            Path(line.removeprefix("mkdir -p ").strip()).mkdir(parents=True, exist_ok=True)
         elif line.startswith(".venv/bin/fdp budget set"):
             assert main(shlex.split(line)[1:]) == 0, capsys.readouterr().err
     led = Ledger()  # the ledger every fdp command of the steps uses
