@@ -59,6 +59,7 @@ from fdpcore.ledger import (
     checkpoint_evidence,
     current_period,
     default_ledger_url,
+    is_state_dir,
     load_private_key,
     manifest_evidence,
     owner_may_be_running,
@@ -66,7 +67,6 @@ from fdpcore.ledger import (
     release_owner,
     sign_statement,
     sqlite_ledger_file,
-    state_dir,
     wait_seconds,
     write_private_key,
 )
@@ -404,7 +404,7 @@ def _note_new_ledger(url: str, config: Any) -> None:
     path = sqlite_ledger_file(url)
     if path is None or path.exists():
         return
-    if not path.parent.is_dir() and path.parent.resolve() != state_dir().expanduser().resolve():
+    if not path.parent.is_dir() and not is_state_dir(path.parent):
         return  # a mistyped directory: opening the ledger refuses it next (exit 2), creating nothing
     print(f"fdp: note: no ledger at {path} yet: this release creates it, with the budget of {config.dataset.id!r} "
           "from the config's `budget:` proposal; if you meant an existing ledger, stop and check --ledger / "

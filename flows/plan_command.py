@@ -98,7 +98,11 @@ def _tau_break_even(config: Any, n: int, row: dict[str, Any]) -> float | None:
     exactly when the released tau is below ``(E_fixed / E_auto(1))^(1/power)``. ``None`` when nothing is bought at
     this epsilon, or the summary has no additive noise (FPCA) or no closed-form error yet (public inputs only).
     """
-    alternative = _fixed_tau_alternative(config, n, row)
+    return _break_even_of(config, row, _fixed_tau_alternative(config, n, row))
+
+
+def _break_even_of(config: Any, row: dict[str, Any], alternative: dict[str, Any] | None) -> float | None:
+    """:func:`_tau_break_even` from the fixed-tau alternative already priced (:func:`_fixed_tau_alternative`)."""
     auto_error = row.get(alternative["measure"]) if alternative is not None else None
     if alternative is None or auto_error is None or auto_error <= 0.0:
         return None
@@ -164,8 +168,9 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
             row = accuracy(cfg, plan, n).as_dict()
             if cfg.summary == "erm":  # what its 'with bias' (the prior error of psi: auto's rule) is
                 row["with_bias_note"] = _erm_with_bias_note(cfg, plan.parameters)
-            row["tau_break_even"] = _tau_break_even(cfg, n, row)
-            found = [low_tau_warning(cfg, row, n),
+            alternative = _fixed_tau_alternative(cfg, n, row)  # priced once: the break-even and the warning
+            row["tau_break_even"] = _break_even_of(cfg, row, alternative)
+            found = [low_tau_warning(cfg, row, n, alternative),
                      covariance_centering_check(cfg, n, ro_url) if cfg.summary == "covariance" else None]
             for text in filter(None, found):
                 per_epsilon.setdefault(text, []).append(eps)
@@ -334,7 +339,7 @@ def print_plan(report: dict[str, Any]) -> None:
         print(f"  warning: {w}")
 
 
-def low_tau_warning(config: Any, row: dict[str, Any], n: int) -> str | None:
+def low_tau_warning(config: Any, row: dict[str, Any], n: int, alternative: dict[str, Any] | None = None) -> str | None:
     """``fdp plan``'s warning for a row whose ``tau: auto`` targets a low quantile level (< 0.9); ``None`` otherwise.
 
     Public inputs only: the level is the plan's (``tuning.tau.quantile_level@2``, from n and the tau split). It
@@ -353,8 +358,8 @@ def low_tau_warning(config: Any, row: dict[str, Any], n: int) -> str | None:
     if config.summary == "fpca":  # its level is the median whatever n and epsilon (tuning.tau.summary_level@1)
         return (low_level_text("fpca", level, target, planned=True) + " (FPCA's tau: auto always targets the median); "
                 "lever: a public clipping.tau if a tight a-priori bound on the norms is known")
-    alternative = _fixed_tau_alternative(config, n, row)
-    even = _tau_break_even(config, n, row)
+    alternative = alternative or _fixed_tau_alternative(config, n, row)
+    even = _break_even_of(config, row, alternative)
     fixed = "" if alternative is None or even is None else (
         f"; the alternative, clipping.tau: {alternative['tau']:g} fixed (the upper end of tau_range: the whole epsilon, "
         f"no split, and no clipping bias if no record's norm exceeds it), has E L2 error {alternative['noise']:.4g}: "

@@ -1554,7 +1554,7 @@ def _sqlite_directory(db: str) -> None:
     parent = Path(db).expanduser().parent
     if parent.is_dir():
         return
-    if parent.resolve() != state_dir().expanduser().resolve():
+    if not is_state_dir(parent):
         raise LedgerURLError(
             f"ledger directory {str(parent)!r} does not exist (ledger URL sqlite:///{db}): check --ledger / "
             "FDP_LEDGER_URL for a typo; fdp creates a new ledger file in an existing directory, never the directory "
@@ -1563,6 +1563,11 @@ def _sqlite_directory(db: str) -> None:
         parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise LedgerError(f"ledger directory for {db!r} cannot be created ({exc.strerror})") from None
+
+
+def is_state_dir(path: Path) -> bool:
+    """``path`` is fdp's own state directory (:func:`state_dir`): the one directory fdp creates for a ledger."""
+    return path.expanduser().resolve() == state_dir().expanduser().resolve()
 
 
 def sqlite_ledger_file(url: str) -> Path | None:
