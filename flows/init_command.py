@@ -180,7 +180,8 @@ def init_config(  # noqa: PLR0913 - one argument per command-line option
                     "  tau: auto   # BOUGHT: a share of epsilon (tau_share, default 0.1) buys the L2 radius of a rescaled",
                     "              # record as a DP quantile of the record norms over the public tau_range (default",
                     "              # [0.01, 1] x sqrt(grid domain length): never above the a-priori bound of values",
-                    "              # rescaled into [-1, 1]; for small n x epsilon up to half of epsilon, and below",
+                    "              # rescaled into [-1, 1]; for small n x epsilon more (a mean: up to a quarter so",
+                    "              # its level can reach 0.8; up to half for a reliable quantile), and below",
                     "              # that the upper end, at no cost: `fdp plan` shows which); or write a PUBLIC",
                     "              # number chosen a priori (it saves the share when your a-priori bound is tight)"]
     else:

@@ -199,7 +199,7 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
         power = 2 if config.summary in ("covariance", "fpca") else 1  # the noise (FPCA: the temperature) scales as tau^2
         scale = "linearly with the tau released" if power == 1 else "with the square of the tau released"
         assumptions.append(
-            f"tau: auto — part of each epsilon (the 'tau' budget split: {clip.tau_share:g} of it, more for small n) buys tau as a DP "
+            f"tau: auto — part of each epsilon (the 'tau' budget split: {clip.tau_share:g} of it, more where n * epsilon is small) buys tau as a DP "
             f"quantile of the record norms over the public range [{lo:g}, {hi:g}]; the errors are priced at tau = 1 and "
             f"scale {scale} (at the upper end of the range, tau = {hi:g}, {hi**power:g}x larger); where n * epsilon is "
             "too small for the DP quantile, tau is that upper end and nothing is charged for it; the errors leave out "

@@ -185,7 +185,8 @@ class AutoClippingSpec(ClippingSpec):
     )
     tau_share: float = Field(
         DEFAULT_TAU_SHARE, gt=0, le=0.5, description="tau 'auto' only: share of privacy.epsilon (default 0.1; raised "
-        "automatically up to 0.5 when n is too small for a reliable DP quantile, else refused)",
+        "automatically where n * epsilon is small: for a mean up to 0.25 so the quantile level can reach 0.8 "
+        "(tuning.tau.quantile_level@3), and up to 0.5 when n is too small for a reliable DP quantile, else refused)",
     )
     tau_range: tuple[PositiveFloat, PositiveFloat] | None = Field(
         None, description="tau 'auto' only: public search range [lo, hi] of tau on the rescaled curves (20 geometric "

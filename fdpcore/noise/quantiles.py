@@ -6,8 +6,9 @@ on it*. This module spends it: each parameter is a private output of OpenDP's DP
 exponential noise of scale ``2 Delta / epsilon``, i.e. permute-and-flip [MS20]), charged
 as its own named budget split before any draw, and then published.
 
-* ``tau: auto`` (formula ``tuning.tau.dp_norm_quantile@2``): the ``alpha``-quantile of the records'
-  L2 norms ``||X_i||_W`` (after alignment and the public rescaling, one record per privacy unit), each
+* ``tau: auto`` (formula ``tuning.tau.dp_norm_quantile@3``): the ``alpha``-quantile of the records'
+  L2 norms ``||X_i||_W`` (after alignment and the public rescaling, one record per privacy unit; a norm of 0,
+  a record clipping cannot touch, ranked above every candidate: :func:`zero_norms_last`), each
   multiplied by an independent log-uniform dither of two candidate steps (:func:`dither_norms`), over a
   public geometric grid of candidates. The level ``alpha`` is fixed from public inputs only
   (:func:`tau_quantile_level`).
@@ -46,6 +47,8 @@ __all__ = [
     "TAU_DITHER_STEPS",
     "TAU_FORMULA",
     "TAU_PER_DECADE",
+    "TAU_RAISE_SHARE",
+    "TAU_TARGET_LEVEL",
     "PublicChoice",
     "centre_candidates",
     "a_priori_tau_choice",
@@ -55,6 +58,7 @@ __all__ = [
     "epsilon_after_choices",
     "equal_parts",
     "dither_norms",
+    "zero_norms_last",
     "draw_public_choice",
     "choice_epsilon",
     "choice_formulas",
@@ -70,6 +74,7 @@ __all__ = [
     "summary_tau_level",
     "tau_candidates",
     "tau_choice",
+    "tau_epsilon",
     "tau_quantile_level",
     "UnitNoise",
 ]
@@ -89,6 +94,10 @@ TAU_PER_DECADE = 20
 TAU_DITHER_STEPS = 2
 #: Largest share of ``privacy.epsilon`` a public choice may take when ``n`` is too small for its default share.
 MAX_SHARE = 0.5
+#: Quantile level that ``tau: auto``'s split is raised to make reachable (``tuning.tau.quantile_level@3``).
+TAU_TARGET_LEVEL = 0.8
+#: Largest share of ``privacy.epsilon`` that raise may take (``tuning.tau.quantile_level@3``).
+TAU_RAISE_SHARE = 0.25
 #: Number of evenly spaced centre candidates over ``value_offset_range``.
 CENTRE_CANDIDATES = 201
 #: Failure probability budgeted in the quantile's rank margin (:func:`quantile_rank_margin`).
@@ -104,7 +113,7 @@ class PublicChoice:
     Attributes:
         name: ``"tau"`` or ``"value_offset"`` (the budget split's name).
         epsilon: the split's epsilon (pure DP, delta 0).
-        formula_id: ``tuning.tau.dp_norm_quantile@2`` or ``preprocess.centre.dp_median@1``.
+        formula_id: ``tuning.tau.dp_norm_quantile@3`` or ``preprocess.centre.dp_median@1``.
         alpha: the quantile level (public).
         candidates: the public candidate grid.
         value: the released value (``None`` until drawn); a private output, so it may be published.
@@ -158,11 +167,28 @@ def tau_candidates(lo: float, hi: float, per_decade: int = TAU_PER_DECADE) -> tu
 
 
 #: Formula of ``tau: auto``'s draw: the DP quantile of the dithered norms.
-TAU_FORMULA = "tuning.tau.dp_norm_quantile@2"
+TAU_FORMULA = "tuning.tau.dp_norm_quantile@3"
+
+
+def zero_norms_last(norms: ArrayLike) -> NDArrayFloat:
+    """Each norm of 0 replaced by ``+inf``, so it ranks above every candidate (``tuning.tau.dp_norm_quantile@3``).
+
+    A record of norm 0 (a unit the alignment could not place on the grid, released as the centre, or a curve equal
+    to it) is never clipped, whatever ``tau``. At the bottom of the ranking such records counted as clipping
+    targets: with many of them (a study with drop-outs) the quantile's target rank fell among them and the draw far
+    below every real norm, shrinking every real record. At the top they push the draw up at worst, towards the
+    public upper end: a bounded noise cost instead of an unbounded bias. Record-wise, so the DP quantile is
+    unchanged; :func:`rank_equivalent` then moves ``+inf`` just above the candidates.
+
+    >>> zero_norms_last([0.0, 0.5, 2.0]).tolist()
+    [inf, 0.5, 2.0]
+    """
+    x = np.asarray(norms, dtype=np.float64)
+    return np.asarray(np.where(x == 0.0, np.inf, x), dtype=np.float64)
 
 
 def dither_norms(norms: ArrayLike, candidates: tuple[float, ...]) -> NDArrayFloat:
-    """Each norm times ``r^U``, ``U ~ Uniform(-TAU_DITHER_STEPS, TAU_DITHER_STEPS)`` i.i.d., ``r`` the grid's ratio (``tuning.tau.dp_norm_quantile@2``).
+    """Each norm times ``r^U``, ``U ~ Uniform(-TAU_DITHER_STEPS, TAU_DITHER_STEPS)`` i.i.d., ``r`` the grid's ratio (``tuning.tau.dp_norm_quantile@3``).
 
     Record-wise and independent of the other records, so the DP quantile of the dithered vector is exactly as
     private as that of the norms. It bounds how many records can fall between two adjacent candidates: the
@@ -384,8 +410,7 @@ def choice_epsilon(name: str, n: int, epsilon: float, share: float, n_candidates
     floor = 2.0 * quantile_rank_margin(1.0, n_candidates) / n
     if base >= floor:
         return base
-    quantum = 10.0 ** (math.floor(math.log10(floor)) - 3)
-    need = float(f"{math.ceil(floor / quantum) * quantum:.4g}")
+    need = _round_up(floor)
     if need <= MAX_SHARE * epsilon:
         return need
     half = split_epsilon(epsilon, MAX_SHARE)
@@ -399,6 +424,41 @@ def choice_epsilon(name: str, n: int, epsilon: float, share: float, n_candidates
         "(docs/configuration.md: choosing value_offset, value_scale and tau) or raise privacy.epsilon (`fdp plan` "
         "states the least epsilon that covers every part of the release)"
     )
+
+
+def _round_up(x: float) -> float:
+    """``x`` rounded up to 4 significant digits (an exact decimal, never below ``x``).
+
+    >>> _round_up(0.52031), _round_up(0.25)
+    (0.5204, 0.25)
+    """
+    quantum = 10.0 ** (math.floor(math.log10(x)) - 3)
+    return float(f"{math.ceil(x / quantum) * quantum:.4g}")
+
+
+def tau_epsilon(n: int, epsilon: float, share: float, n_candidates: int) -> float:
+    r"""Epsilon of ``tau: auto``'s split (formula ``tuning.tau.quantile_level@3``): :func:`choice_epsilon`, raised so the level can reach 0.8.
+
+    .. math:: G = \frac{m_{dp}(1)}{(1 - 0.8)\,n} = \frac{20(\ln L + \ln 20)}{n},\qquad
+              \epsilon_\tau = \max\big(\epsilon_q,\ \min(\epsilon/4,\ G)\big)
+
+    ``epsilon_q`` is :func:`choice_epsilon` (share, reliability floor, half of epsilon, refusal: all unchanged).
+    With ``epsilon_q`` the rank margin ``m_dp(epsilon_q)`` of :func:`quantile_rank_margin` caps the level at
+    ``1 - m_dp / n``; when that forces more than a fifth of the records to be clipped, the split is raised until
+    the margin is a fifth of ``n`` (level 0.8), but never above a quarter of epsilon. Clipping a fifth or more of a
+    heavy right tail of norms costs a bias that no smoothing removes; the raise costs at most a factor 4/3 of
+    noise. Public inputs only: ``n``, ``epsilon``, ``share``, ``L``.
+
+    >>> tau_epsilon(508, 1.0, 0.1, 41), choice_epsilon("tau", 508, 1.0, 0.1, 41)  # 10 % would force level 0.5
+    (0.25, 0.1057)
+    >>> tau_epsilon(508, 5.0, 0.1, 41), tau_epsilon(100_000, 1.0, 0.1, 41)  # 10 % already reaches 0.8
+    (0.5, 0.1)
+    >>> tau_epsilon(93, 1.0, 0.1, 21)  # half of epsilon (choice_epsilon's) is above the raise's cap
+    0.5
+    """
+    base = choice_epsilon("tau", n, epsilon, share, n_candidates)
+    target = quantile_rank_margin(1.0, n_candidates) / ((1.0 - TAU_TARGET_LEVEL) * n)
+    return max(base, min(split_epsilon(epsilon, TAU_RAISE_SHARE), _round_up(target)))
 
 
 def tau_choice(n: int, epsilon_tau: float, unit_noise_rmse: float, tau_range: tuple[float, float], *,
@@ -441,7 +501,7 @@ def epsilon_after_choices(epsilon: float, choices: tuple[PublicChoice, ...]) -> 
 
     What is left for the release mechanism itself; the splits and it sum exactly to ``epsilon``.
 
-    >>> epsilon_after_choices(1.0, (PublicChoice("tau", 0.1, "tuning.tau.dp_norm_quantile@2", 0.5, (0.1, 1.0)),))
+    >>> epsilon_after_choices(1.0, (PublicChoice("tau", 0.1, "tuning.tau.dp_norm_quantile@3", 0.5, (0.1, 1.0)),))
     0.9
     """
     epsilon = _validate.positive_finite("epsilon", epsilon)
@@ -477,7 +537,7 @@ def equal_parts(epsilon: float, count: int) -> float:
 def choice_splits(choices: tuple[PublicChoice, ...]) -> list[dict[str, float | str]]:
     """The named budget splits of the public choices (pure DP: delta 0), in order; the release's own parts follow.
 
-    >>> choice_splits((PublicChoice("tau", 0.1, "tuning.tau.dp_norm_quantile@2", 0.5, (0.1, 1.0)),))
+    >>> choice_splits((PublicChoice("tau", 0.1, "tuning.tau.dp_norm_quantile@3", 0.5, (0.1, 1.0)),))
     [{'name': 'tau', 'epsilon': 0.1, 'delta': 0.0}]
     """
     return [{"name": c.name, "epsilon": c.epsilon, "delta": 0.0} for c in choices if not c.a_priori]
@@ -506,11 +566,14 @@ class PaysChoicesFirst:
                                                       "delta": 0.0}]
 
 
-def choice_formulas(choices: tuple[PublicChoice, ...]) -> set[str]:
+def choice_formulas(choices: tuple[PublicChoice, ...], *, raised: bool = True) -> set[str]:
     """Formula ids of the ``tau: auto`` choice of a covariance, FoSR or FPCA plan, and of its composition.
 
-    >>> sorted(choice_formulas((PublicChoice("tau", 0.1, "tuning.tau.dp_norm_quantile@2", 0.5, (0.1, 1.0)),)))
-    ['accounting.pure.sequential@1', 'tuning.tau.dp_norm_quantile@2', 'tuning.tau.quantile_level@2', 'tuning.tau.summary_level@1']
+    ``raised``: the split is :func:`tau_epsilon`'s (``tuning.tau.quantile_level@3``: covariance, FoSR), else
+    :func:`choice_epsilon`'s (``@2``: FPCA, whose level is the median whatever the split).
+
+    >>> sorted(choice_formulas((PublicChoice("tau", 0.1, "tuning.tau.dp_norm_quantile@3", 0.5, (0.1, 1.0)),)))
+    ['accounting.pure.sequential@1', 'tuning.tau.dp_norm_quantile@3', 'tuning.tau.quantile_level@3', 'tuning.tau.summary_level@1']
     >>> choice_formulas(())
     set()
     """
@@ -518,9 +581,9 @@ def choice_formulas(choices: tuple[PublicChoice, ...]) -> set[str]:
         return set()
     if all(c.a_priori for c in choices):
         return {c.formula_id for c in choices}
-    # the level is summary_level's; the split's epsilon (every summary's) is quantile_level's choice_epsilon
-    return {"tuning.tau.summary_level@1", "tuning.tau.quantile_level@2", "accounting.pure.sequential@1",
-            *(c.formula_id for c in choices)}
+    # the level is summary_level's; the split's epsilon is quantile_level's (@3 raised, @2 for FPCA)
+    return {"tuning.tau.summary_level@1", f"tuning.tau.quantile_level@{3 if raised else 2}",
+            "accounting.pure.sequential@1", *(c.formula_id for c in choices)}
 
 
 def centre_choice(epsilon_centre: float, value_range: tuple[float, float]) -> PublicChoice:
@@ -563,7 +626,7 @@ def draw_public_choice(choice: PublicChoice, values: ArrayLike) -> PublicChoice:
     if choice.a_priori:  # nothing bought: the public value, no data read
         return replace(choice, value=choice.candidates[-1])
     if choice.formula_id == TAU_FORMULA:
-        values = dither_norms(values, choice.candidates)
+        values = dither_norms(zero_norms_last(values), choice.candidates)
     value = dp_quantile(rank_equivalent(values, choice.candidates), choice.candidates, alpha=choice.alpha,
                         epsilon=choice.epsilon)
     return PublicChoice(choice.name, choice.epsilon, choice.formula_id, choice.alpha, choice.candidates, value)
@@ -580,7 +643,8 @@ def summary_tau_choice(summary: str, n: int, epsilon: float, *, tau_share: float
                        unit_noise: UnitNoise | None = None) -> PublicChoice:
     """``tau: auto`` of a covariance, FoSR or FPCA release, not yet drawn: its split, candidates and level (MATH.md §1.7).
 
-    The split is :func:`choice_epsilon` of ``tau_share`` (as the mean's); when ``n * epsilon`` is too small for a
+    The split is :func:`tau_epsilon` of ``tau_share`` (as the mean's: ``tuning.tau.quantile_level@3``), for FPCA
+    :func:`choice_epsilon`'s (its level is the median whatever the split); when ``n * epsilon`` is too small for a
     DP quantile (:class:`~fdpcore.errors.PrivacyParameterError`) the choice is :func:`a_priori_tau_choice` (the upper
     end of ``tau_range``, free). Otherwise the level is :func:`summary_tau_level` (formula
     ``tuning.tau.summary_level@1``): the median for FPCA, else from ``unit_noise`` of the release's own plan priced
@@ -594,12 +658,13 @@ def summary_tau_choice(summary: str, n: int, epsilon: float, *, tau_share: float
     True
     >>> c = summary_tau_choice("covariance", 1000, 1.0, tau_share=0.1, tau_range=(0.01, 1.0),
     ...                        unit_noise=lambda choices: (0.01, None))
-    >>> c.alpha == tau_quantile_level(1000, 0.1, 41, 0.01)
-    True
+    >>> c.epsilon, c.alpha == tau_quantile_level(1000, 0.1342, 41, 0.01)  # raised from 0.1 so the level reaches 0.8
+    (0.1342, True)
     """
     count = len(tau_candidates(*tau_range))
     try:
-        e_tau = choice_epsilon("tau", n, epsilon, tau_share, count)
+        e_tau = (choice_epsilon("tau", n, epsilon, tau_share, count) if summary == "fpca"
+                 else tau_epsilon(n, epsilon, tau_share, count))
     except PrivacyParameterError:  # n * epsilon too small for a DP quantile: the public upper end, for free
         return a_priori_tau_choice(tau_range)
     if summary == "fpca":

@@ -500,7 +500,7 @@ def plan_fpca_release(
 
 def _with_choices(formulas: list[str], choices: tuple[PublicChoice, ...]) -> tuple[str, ...]:
     """``formulas`` followed by the public choices' formula ids not already listed."""
-    return (*formulas, *sorted(choice_formulas(choices) - set(formulas)))
+    return (*formulas, *sorted(choice_formulas(choices, raised=False) - set(formulas)))
 
 
 def draw_fpca_components(plan: FpcaPlan, gram: ArrayLike, rng: np.random.Generator) -> NDArrayFloat:

@@ -71,6 +71,7 @@ from fdpcore.noise.quantiles import (
     record_norms,
     tau_candidates,
     tau_choice,
+    tau_epsilon,
 )
 from fdpcore.noise.selection import (
     SelectionSpec,
@@ -350,7 +351,7 @@ class MeanPlan:
         for c in self.public_choices:
             ids.add(c.formula_id)
             if c.name == "tau" and not c.a_priori:
-                ids.add("tuning.tau.quantile_level@2")
+                ids.add("tuning.tau.quantile_level@3")
         return sorted(ids)
 
     def _finished_calibration(self) -> LaplaceCalibration | GaussianCalibration:
@@ -678,7 +679,8 @@ def auto_public_choices(
     """The public choices a release buys, not yet drawn: the centre first, then ``tau`` (MATH.md §1.7).
 
     Each is a named split of ``epsilon`` (``share * epsilon``, an exact decimal, raised to the quantile's
-    reliability floor when ``n`` is small: :func:`fdpcore.noise.quantiles.choice_epsilon`). The quantile level of
+    reliability floor when ``n`` is small: :func:`fdpcore.noise.quantiles.choice_epsilon`; ``tau``'s also up to a
+    quarter of ``epsilon`` so that its level can reach 0.8: :func:`fdpcore.noise.quantiles.tau_epsilon`). The quantile level of
     ``tau`` comes from the release's expected noise at ``tau = 1`` (its plan, with the same splits and
     ``plan_kwargs`` as the release: estimator, tuning, ...), so only public inputs enter.
 
@@ -687,7 +689,7 @@ def auto_public_choices(
         >>> ch = auto_public_choices(midpoint_grid(48), {"name": "matern", "nu": 1.5, "rho": 0.1}, n=508,
         ...                          epsilon=1.0, tau_auto=True, centre_range=(0.0, 4000.0))
         >>> [(c.name, c.epsilon) for c in ch]
-        [('value_offset', 0.1307), ('tau', 0.1057)]
+        [('value_offset', 0.1307), ('tau', 0.25)]
     """
     choices: list[PublicChoice] = []
     if centre_range is not None:
@@ -698,7 +700,7 @@ def auto_public_choices(
             a, b = grid.domain_range
             tau_range = default_tau_range(b - a)
         try:
-            e_tau = choice_epsilon("tau", n, epsilon, tau_share, len(tau_candidates(*tau_range)))
+            e_tau = tau_epsilon(n, epsilon, tau_share, len(tau_candidates(*tau_range)))
         except PrivacyParameterError:  # n * epsilon too small for a DP quantile: the public upper end, for free
             return (*choices, a_priori_tau_choice(tau_range))
         provisional = tau_choice(n, e_tau, 1.0, tau_range)

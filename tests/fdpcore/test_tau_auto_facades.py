@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -25,6 +26,7 @@ from fdpcore.noise.quantiles import (
     summary_tau_level,
     tau_candidates,
     tau_choice,
+    tau_epsilon,
 )
 from fdpcore.privacy.accounting import exact
 from fdpcore.summaries.covariance import plan_covariance_release, release_covariance
@@ -120,19 +122,22 @@ def test_tau_auto_is_one_quantile_of_the_clipped_records_paid_first_and_exactly(
     assert len(spy.calls) == 1
     drawn = spy.calls[0]
     np.testing.assert_array_equal(drawn["values"], record_norms(records(x), GRID.weights))
-    assert drawn["dithered"]  # tuning.tau.dp_norm_quantile@2: the quantile reads the dithered norms
+    assert drawn["dithered"]  # tuning.tau.dp_norm_quantile@3: the quantile reads the dithered norms
     (choice,) = plan.public_choices
-    assert choice.name == "tau" and choice.formula_id == "tuning.tau.dp_norm_quantile@2" and not choice.a_priori
+    assert choice.name == "tau" and choice.formula_id == "tuning.tau.dp_norm_quantile@3" and not choice.a_priori
     assert choice.value == _radius(plan) and choice.value in CANDIDATES and choice.candidates == CANDIDATES
     assert drawn["candidates"] == CANDIDATES and drawn["alpha"] == choice.alpha and drawn["epsilon"] == choice.epsilon
-    # the split: share * epsilon raised to the quantile's reliability floor at n = 500 (0.07 -> 0.1074)
-    assert choice.epsilon == choice_epsilon("tau", n, epsilon, DEFAULT_TAU_SHARE, len(CANDIDATES)) == 0.1074
+    # the split: share * epsilon raised to the quantile's reliability floor at n = 500 (0.07 -> 0.1074), and for a
+    # covariance or FoSR further, up to a quarter of epsilon, so the level can reach 0.8 (-> 0.175); FPCA: the floor
+    raised = case != "fpca"
+    expected = (tau_epsilon if raised else partial(choice_epsilon, "tau"))(n, epsilon, DEFAULT_TAU_SHARE, len(CANDIDATES))
+    assert choice.epsilon == expected == (0.175 if raised else 0.1074)
     assert exact(choice.epsilon) + exact(plan.epsilon_mechanism) == exact(epsilon) and plan.epsilon == epsilon
     splits = plan.budget_splits
     assert splits[0] == {"name": "tau", "epsilon": choice.epsilon, "delta": 0.0}
     assert sum((exact(float(s["epsilon"])) for s in splits), exact(0.0)) == exact(epsilon)
-    assert {"tuning.tau.dp_norm_quantile@2", "tuning.tau.summary_level@1", "tuning.tau.quantile_level@2"} <= set(
-        plan.formulas)
+    assert {"tuning.tau.dp_norm_quantile@3", "tuning.tau.summary_level@1",
+            f"tuning.tau.quantile_level@{3 if raised else 2}"} <= set(plan.formulas)
     if case == "fosr":  # gamma splits what tau leaves
         assert exact(plan.epsilon1) + exact(plan.epsilon2) == exact(plan.epsilon_mechanism)
 
@@ -143,7 +148,7 @@ def test_level_comes_from_the_release_s_own_noise_at_unit_radius(summary: str, m
     x_bound); FPCA takes the median. Recomputed here from the public plan alone."""
     x, epsilon, n = _curves(500), 0.7, 500
     spy = QuantileSpy(monkeypatch)
-    e_tau = choice_epsilon("tau", n, epsilon, DEFAULT_TAU_SHARE, len(CANDIDATES))
+    e_tau = tau_epsilon(n, epsilon, DEFAULT_TAU_SHARE, len(CANDIDATES))
     provisional = (tau_choice(n, e_tau, 1.0, (0.01, 1.0)),)
     if summary == "covariance":
         release_covariance(x, GRID, epsilon=epsilon, tau="auto", kernel=KERNEL, secure=False,

@@ -72,7 +72,7 @@ def _check_release(cfg: Path, out: Path, ledger: str, release_id: str, spy: Spy,
     candidates = tau_candidates(*tau_search_range(config))
     assert choice["value"] in candidates and choice["candidates"]["count"] == len(candidates)
     assert f"buys tau = {choice['value']:.6g}" in manifest["privacy"]["guarantee"]
-    assert {"tuning.tau.dp_norm_quantile@2", "tuning.tau.summary_level@1"} <= set(manifest["formulas"])
+    assert {"tuning.tau.dp_norm_quantile@3", "tuning.tau.summary_level@1"} <= set(manifest["formulas"])
     led = Ledger(ledger)
     assert_claims_agree(manifest, led.get(release_id))
     assert [e["event"] for e in led.audit_events(release_id)] == ["release.reserved", "release.noised",
@@ -108,11 +108,11 @@ def test_covariance_tau_auto_with_sample_mean_centring_reads_the_raw_norms(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """Sample-mean centring clips the raw curves: the quantile reads their norms, each a function of one record."""
     ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
-    cfg = write_config(tmp_path, COVARIANCE, prefix="cov", clipping={"tau": "auto", "tau_share": 0.2},
-                       centering={"kind": "sample_mean"})
+    cfg = write_config(tmp_path, COVARIANCE, prefix="cov", clipping={"tau": "auto", "tau_share": 0.3},
+                       centering={"kind": "sample_mean"})  # above the raise's cap (a quarter): the share itself
     spy = Spy(ledger, "cov-smp", monkeypatch)
     m = _check_release(cfg, tmp_path / "out", ledger, "cov-smp", spy, 1.0, ["covariance"], capsys)
-    assert m["budget_splits"][0]["epsilon"] == 0.2 and m["sensitivity"]["bound"] == "sensitivity.cov.sample_mean_center@1"
+    assert m["budget_splits"][0]["epsilon"] == 0.3 and m["sensitivity"]["bound"] == "sensitivity.cov.sample_mean_center@1"
     config, raw = _raw_curves(cfg)
     weights = release_grid(config).weights
     assert np.array_equal(spy.values[0], record_norms(raw, weights))

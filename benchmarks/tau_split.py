@@ -1,0 +1,173 @@
+"""How the mean's ``tau: auto`` split and level rules compare, cell by cell (``tuning.tau.quantile_level@3``).
+
+For the shipped electricity and growth curves and the five synthetic families of ``benchmarks/families.py``
+(n = 60, 150, 600) at each epsilon, it draws ``--draws`` DP quantiles of the record norms (OpenDP, as a release
+does: dithered norms, the rule's split and level) and prints the root mean of the *exact* expected squared error of
+the default mean release at each drawn tau (clipping and shrinkage bias on these data plus the closed-form noise
+at the epsilon the split leaves), divided by the non-private oracle's (``utility.oracle_choice``). Only the tau
+draw is simulated, so the spread between rules is that of the quantile, not of the mean's noise.
+
+Rules: ``@2`` (the split of ``choice_epsilon``), ``@3`` (``tau_epsilon``: raised up to a quarter of epsilon so the
+level can reach 0.8), and with ``--grid`` the other (target level, cap) pairs that ``@3``'s constants were chosen
+among. The summary lines give the geometric mean over the family cells, the largest ratio and the number of cells
+above 1.3 and 1.5 x.
+
+``--covariance`` instead runs whole covariance releases (the facade, ``tau="auto"``, default tuning) on the families
+at n = 600 (epsilon 1, 2) and n = 150 (epsilon 5), ``--draws`` each with ``@2``'s split and with ``@3``'s, and prints
+their relative RMSE against the non-private second moment (the release's own target).
+
+    .venv/bin/python benchmarks/tau_split.py --draws 200                     # 2-core VM: about 3 min
+    .venv/bin/python benchmarks/tau_split.py --covariance --draws 40         # about 15 min
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from families import FAMILIES, expected_error, family  # noqa: E402  (sibling scripts, not a package)
+from utility import Data, electricity, growth, oracle_choice, table  # noqa: E402
+
+import fdpcore.noise.quantiles as quantiles  # noqa: E402
+from fdpcore.errors import PrivacyParameterError  # noqa: E402
+from fdpcore.noise.quantiles import (  # noqa: E402
+    choice_epsilon,
+    draw_public_choice,
+    quantile_rank_margin,
+    record_norms,
+    split_epsilon,
+    tau_candidates,
+    tau_choice,
+    tau_epsilon,
+    tau_quantile_level,
+)
+from fdpcore.summaries.covariance import release_covariance  # noqa: E402
+from fdpcore.summaries.mean import plan_mean_release  # noqa: E402
+
+RANGE = (0.01, 1.0)
+Split = Callable[[int, float, int], float]
+
+
+def raised(target: float, cap: float) -> Split:
+    """``@3``'s form with other constants: the ``@2`` split raised to reach ``target``, at most ``cap`` of epsilon."""
+    def split(n: int, eps: float, count: int) -> float:
+        base = choice_epsilon("tau", n, eps, 0.1, count)
+        need = float(f"{quantile_rank_margin(1.0, count) / ((1.0 - target) * n):.4g}")
+        return max(base, min(split_epsilon(eps, cap), need))
+    return split
+
+
+def rules(grid: bool) -> dict[str, Split]:
+    """The rules compared: name -> split(n, epsilon, L)."""
+    out: dict[str, Split] = {"@2": lambda n, e, c: choice_epsilon("tau", n, e, 0.1, c),
+                             "@3": lambda n, e, c: tau_epsilon(n, e, 0.1, c)}
+    if grid:
+        for target in (0.7, 0.75, 0.8):
+            for cap in (0.2, 0.25, 0.5):
+                if (target, cap) != (0.8, 0.25):
+                    out[f"{target:g}/{cap:g}"] = raised(target, cap)
+    return out
+
+
+def cell(data: Data, eps: float, splits: dict[str, Split], draws: int) -> dict[str, float]:
+    """Each rule's RMSE ratio to the oracle at one (data, epsilon)."""
+    norms = record_norms(data.curves, data.grid.weights)
+    n, count = norms.size, len(tau_candidates(*RANGE))
+    oracle = math.sqrt(oracle_choice(data, eps)[2])
+    memo: dict[tuple[float, float], float] = {}
+
+    def sq(tau: float, rest: float) -> float:
+        if (tau, rest) not in memo:
+            memo[(tau, rest)] = expected_error(data, rest, tau) ** 2
+        return memo[(tau, rest)]
+
+    out = {}
+    for name, split in splits.items():
+        try:
+            e_tau = split(n, eps, count)
+        except PrivacyParameterError:  # the a-priori tau, whole epsilon (every rule alike)
+            out[name] = math.sqrt(sq(RANGE[1], eps)) / oracle
+            continue
+        provisional = tau_choice(n, e_tau, 1.0, RANGE, alpha=0.5)
+        unit = plan_mean_release(data.grid, data.kernel, n=n, tau=1.0, epsilon=eps, secure=False,
+                                 public_choices=(provisional,))
+        alpha = tau_quantile_level(n, e_tau, count, math.sqrt(unit.expected_sq_l2_error))
+        choice = tau_choice(n, e_tau, 1.0, RANGE, alpha=alpha)
+        rest = round(eps - e_tau, 6)
+        errs = [sq(float(draw_public_choice(choice, norms).value or RANGE[1]), rest) for _ in range(draws)]
+        out[name] = math.sqrt(float(np.mean(errs))) / oracle
+    return out
+
+
+def covariance(draws: int, seed: int) -> None:
+    """Whole covariance releases with @2's and @3's split (module docstring)."""
+    rng = np.random.default_rng()
+    raised = quantiles.tau_epsilon
+    rows = []
+    for name in FAMILIES:
+        for n, epsilons in ((600, (1.0, 2.0)), (150, (5.0,))):
+            data = family(name, n, seed)
+            y, grid = data.curves, data.grid
+            target = y.T @ y / n
+            ww = np.outer(grid.weights, grid.weights)
+            ref = math.sqrt(float(np.sum(ww * target**2)))
+            for eps in epsilons:
+                rel = []
+                for split in (lambda n_, e, sh, c: choice_epsilon("tau", n_, e, sh, c), raised):
+                    quantiles.tau_epsilon = split  # summary_tau_choice reads the module's tau_epsilon
+                    err = [float(np.sum(ww * (release_covariance(y, grid, epsilon=eps, tau="auto", kernel=data.kernel,
+                                                                   secure=False, rng=rng).surfaces[0] - target) ** 2))
+                           for _ in range(draws)]
+                    rel.append(math.sqrt(float(np.mean(err))) / ref)
+                quantiles.tau_epsilon = raised
+                rows.append([data.name, f"{eps:g}", f"{rel[0]:.3f}", f"{rel[1]:.3f}", f"{rel[1] / rel[0]:.2f}"])
+    print(f"### Covariance relative RMSE by tau split rule, {draws} releases per cell\n")
+    print(table(["data", "ε", "@2", "@3", "@3 / @2"], rows))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--draws", type=int, default=200)
+    ap.add_argument("--n", type=int, nargs="+", default=[60, 150, 600])
+    ap.add_argument("--epsilons", type=float, nargs="+", default=[0.5, 1.0, 2.0, 5.0, 10.0])
+    ap.add_argument("--seed", type=int, default=20261125, help="seed of the synthetic families (not of the draws)")
+    ap.add_argument("--grid", action="store_true", help="also the (target level, cap) pairs @3's constants were chosen among")
+    ap.add_argument("--covariance", action="store_true", help="whole covariance releases, @2 against @3")
+    args = ap.parse_args()
+    t0 = time.perf_counter()
+    if args.covariance:
+        covariance(args.draws, args.seed)
+        print(f"\n({time.perf_counter() - t0:.0f} s)")
+        return
+    splits = rules(args.grid)
+    sets = [electricity(), growth()] + [family(f, n, args.seed) for f in FAMILIES for n in args.n]
+    rows: list[list[str]] = []
+    family_ratios: dict[str, list[float]] = {name: [] for name in splits}
+    for i, data in enumerate(sets):
+        for eps in args.epsilons:
+            r = cell(data, eps, splits, args.draws)
+            rows.append([data.name, f"{eps:g}", *(f"{r[k]:.2f}" for k in splits)])
+            if i >= 2:  # the synthetic families
+                for k in splits:
+                    family_ratios[k].append(r[k])
+    print(f"### Mean RMSE / oracle by tau split rule, {args.draws} quantile draws per cell\n")
+    print(table(["data", "ε", *splits], rows))
+    print("\n### Over the family cells\n")
+    summary = []
+    for k, v in family_ratios.items():
+        a = np.asarray(v)
+        summary.append([k, f"{np.exp(np.log(a).mean()):.3f}", f"{a.max():.2f}", str(int((a > 1.3).sum())),
+                        str(int((a > 1.5).sum())), str(a.size)])
+    print(table(["rule", "geometric mean", "max", "cells > 1.3", "cells > 1.5", "cells"], summary))
+    print(f"\n({time.perf_counter() - t0:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
