@@ -269,6 +269,9 @@ def print_plan(report: dict[str, Any]) -> None:
               + (f"{_fmt(r['band_half_width_max']):>10} " if banded else "")
               + f"{_fmt(r['budget_remaining_epsilon_after'], 'g'):>9}  {tuning}{fits}")
     notes = {(r["note"], r.get("relative_note")) for r in report["rows"] if "note" in r}
+    # a note another row's note extends is said by it (kde bandwidth: auto: the rows that buy the bandwidth add its
+    # explanation to the note of the rows where n * epsilon is too small, which get their own line below)
+    notes = {(n, rel) for n, rel in notes if not any(o != n and o.startswith(n) and o_rel == rel for o, o_rel in notes)}
     for note, relative in sorted(notes, key=lambda x: (x[0], x[1] or "")):
         print(f"  {note}" if fpca else f"  E L2 error: {note}; relative: {relative}"
               + ("; 95% band: widest pointwise half-width of the noise (in the release's units)" if banded else ""))

@@ -1,0 +1,34 @@
+"""Small defects from a new user's trial on unseen data (helper F).
+
+``fdp plan`` printed a KDE ``bandwidth: auto`` legend twice; ``fdp budget show`` said "(1 releases)"; a refused
+charge (exit 3) did not say how to go on; a FoSR guarantee showed its parts' epsilon to six digits; the guarantee
+glued "for each" onto a ``privacy_unit`` phrased "one country's …"; ``fdp init`` had no option for
+``dataset.max_end_gap`` (studies with drop-outs).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fdp.flows.cli import main
+from flow_support import REPO, write_config
+
+
+ELECTRICITY = REPO / "examples" / "electricity_mean.yaml"
+GROWTH = REPO / "examples" / "data" / "berkeley_growth.parquet"
+RESERVE = dict(config_sha256="0" * 64, summary="mean", mechanism="iclp_qr", sensitivity_formula="s",
+               budget_splits=[], provenance={}, internal={})
+
+
+def test_kde_plan_with_bandwidth_auto_prints_the_error_legend_once_with_its_explanation(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = write_config(tmp_path, REPO / "examples" / "kde_1d.yaml", grid__size=50, bandwidth="auto")
+    # epsilon 0.005: n * epsilon too small to buy the bandwidth (its row's note lacks the explanation); 1: bought
+    assert main(["plan", str(cfg), "--epsilon", "0.005", "--epsilon", "1",
+                 "--ledger", f"sqlite:///{tmp_path / 'l.sqlite'}"]) == 0
+    out = capsys.readouterr().out
+    legends = [ln for ln in out.splitlines() if ln.strip().startswith("E L2 error: the noise part")]
+    assert len(legends) == 1, legends
+    assert "bandwidth: auto — the bandwidth is bought after the charge" in legends[0]
+    assert "bandwidth at epsilon 0.005: n * epsilon is too small to buy it" in out  # the other row keeps its line
