@@ -1042,7 +1042,7 @@ def _budget_show(dataset: str | None, as_json: bool, ledger_url: str | None) -> 
             allowance = "" if p.allowance is None or p.remaining is None else (
                 f" of {p.allowance[0]:g} allowed{'' if p.granted is None else f' (incl. a grant of {p.granted[0]:g})'}, "
                 f"remaining {p.remaining[0]:.4g}")
-            print(f"  period {p.period}: spent epsilon {p.spent[0]:.4g}{allowance} ({p.n_releases} releases)")
+            print(f"  period {p.period}: spent epsilon {p.spent[0]:.4g}{allowance} ({_count(p.n_releases, 'release')})")
     return EXIT_OK
 
 
@@ -1468,7 +1468,7 @@ def _audit_verify(ledger: Ledger, against: list[str], checkpoints: str | None, p
         for p in problems:
             _err(p if p.startswith("audit:") else f"audit: {p}")
         return EXIT_ERROR
-    line = f"audit: ledger intact ({len(hashes)} entries, {len(ledger.releases())} releases)"
+    line = f"audit: ledger intact ({_count(len(hashes), 'entry', 'entries')}, {_count(len(ledger.releases()), 'release')})"
     if evidence:
         latest = max(ev.seq for ev in evidence)
         line += (f"; a prefix of it is committed by {n_manifests} manifest(s) and {n_checkpoints} checkpoint(s), "
@@ -1478,6 +1478,15 @@ def _audit_verify(ledger: Ledger, against: list[str], checkpoints: str | None, p
             line += f" ({rest} covered by no outside evidence yet: make a checkpoint)"
     print(line)
     return EXIT_OK
+
+
+def _count(n: int, one: str, many: str | None = None) -> str:
+    """``n`` and the noun in the number it takes.
+
+    >>> _count(1, "release"), _count(2, "release"), _count(0, "entry", "entries")
+    ('1 release', '2 releases', '0 entries')
+    """
+    return f"{n} {one if n == 1 else many or one + 's'}"
 
 
 def _cell(text: str) -> str:

@@ -8,12 +8,14 @@ glued "for each" onto a ``privacy_unit`` phrased "one country's …"; ``fdp init
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 from fdp.flows.cli import main
 from flow_support import REPO, write_config
 
+from fdpcore.ledger import Ledger, current_period
 
 ELECTRICITY = REPO / "examples" / "electricity_mean.yaml"
 GROWTH = REPO / "examples" / "data" / "berkeley_growth.parquet"
@@ -32,3 +34,22 @@ def test_kde_plan_with_bandwidth_auto_prints_the_error_legend_once_with_its_expl
     assert len(legends) == 1, legends
     assert "bandwidth: auto — the bandwidth is bought after the charge" in legends[0]
     assert "bandwidth at epsilon 0.005: n * epsilon is too small to buy it" in out  # the other row keeps its line
+
+
+def test_budget_show_and_audit_verify_count_releases_in_the_singular_and_the_plural(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"sqlite:///{tmp_path / 'l.sqlite'}"
+    led = Ledger(url)
+    led.set_budget("one-release", 5.0)
+    led.set_budget("two-releases", 5.0)
+    led.reserve(release_id="a", dataset_id="one-release", epsilon=1.0, delta=0.0, **RESERVE)
+    led.reserve(release_id="b", dataset_id="two-releases", epsilon=1.0, delta=0.0, **RESERVE)
+    led.reserve(release_id="c", dataset_id="two-releases", epsilon=1.0, delta=0.0, **RESERVE)
+    period = current_period()
+    assert main(["budget", "show", "--ledger", url, "--dataset", "one-release"]) == 0
+    one = capsys.readouterr().out
+    assert f"period {period}: spent epsilon 1 (1 release)" in one and "releases)" not in one
+    assert main(["budget", "show", "--ledger", url, "--dataset", "two-releases"]) == 0
+    assert f"period {period}: spent epsilon 2 (2 releases)" in capsys.readouterr().out
+    assert main(["audit", "verify", "--ledger", url]) == 0
+    assert re.search(r"ledger intact \(\d+ entries, 3 releases\)", capsys.readouterr().out)
