@@ -228,7 +228,7 @@ def _main(args: argparse.Namespace) -> int:
         _err(f"invalid arguments\n{format_validation_error(exc)}")
         return EXIT_INPUT
     except BudgetExceededError as exc:
-        _err(str(exc))
+        _err(f"{exc}\n  {_budget_next_step(exc)}")
         return EXIT_BUDGET
     except LedgerURLError as exc:  # a mistyped ledger path: invalid input, nothing created
         _err(str(exc))
@@ -1044,6 +1044,23 @@ def _budget_show(dataset: str | None, as_json: bool, ledger_url: str | None) -> 
                 f"remaining {p.remaining[0]:.4g}")
             print(f"  period {p.period}: spent epsilon {p.spent[0]:.4g}{allowance} ({_count(p.n_releases, 'release')})")
     return EXIT_OK
+
+
+def _budget_next_step(exc: BudgetExceededError) -> str:
+    """How to go on after a refused charge: more budget (a privacy officer's decision) or a cheaper release."""
+    ds = exc.dataset_id
+    smaller = ("or release at a smaller privacy.epsilon (privacy.delta for Gaussian noise) that fits the remaining "
+               "budget: `fdp plan CONFIG --epsilon E` shows the accuracy there")
+    period = re.match(r"allowance of period (\S+)", exc.scope)
+    if period is not None:
+        return (f"To go on: a privacy officer may add to this period's allowance with `fdp budget grant {ds} --period "
+                f"{period.group(1)} --epsilon E`, or raise every period's with `fdp budget set {ds} --epsilon TOTAL "
+                "--period month --per-period E` (repeating the other settings: a set replaces the whole policy) — "
+                f"governance decisions, recorded in the ledger's audit chain; wait for the next period; {smaller}.")
+    return (f"To go on: a privacy officer may raise the dataset's total with `fdp budget set {ds} --epsilon TOTAL`, "
+            "repeating its other settings (--delta, --accounting, --period: a set replaces the whole policy; "
+            f"`fdp budget show --dataset {ds}` shows them and what is spent) — a governance decision, recorded in the "
+            f"ledger's audit chain; {smaller}.")
 
 
 def _budget_cancel(release_id: str, ledger_url: str | None) -> int:

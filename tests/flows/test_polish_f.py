@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from fdp.flows.cli import main
-from flow_support import REPO, write_config
+from flow_support import REPO, release, write_config
 
 from fdpcore.ledger import Ledger, current_period
 
@@ -53,3 +53,25 @@ def test_budget_show_and_audit_verify_count_releases_in_the_singular_and_the_plu
     assert f"period {period}: spent epsilon 2 (2 releases)" in capsys.readouterr().out
     assert main(["audit", "verify", "--ledger", url]) == 0
     assert re.search(r"ledger intact \(\d+ entries, 3 releases\)", capsys.readouterr().out)
+
+
+def test_a_refused_charge_says_how_to_go_on(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"sqlite:///{tmp_path / 'l.sqlite'}"
+    Ledger(url).set_budget("adelaide-electricity-monday", 0.5)
+    cfg = write_config(tmp_path, ELECTRICITY)
+    assert release(cfg, tmp_path / "out", url, "r1") == 3
+    err = capsys.readouterr().err
+    assert "total budget of dataset 'adelaide-electricity-monday' would be exceeded; nothing was spent. " in err
+    assert "Requested: epsilon=1, delta=0. Remaining: epsilon=0.5, delta=0. Difference: epsilon=+0.5" in err
+    assert "`fdp budget set adelaide-electricity-monday --epsilon TOTAL`" in err
+    assert "a set replaces the whole policy" in err and "recorded in the ledger's audit chain" in err
+    assert "smaller privacy.epsilon" in err and "`fdp plan CONFIG --epsilon E`" in err
+    assert "fdp budget grant" not in err
+
+    url2 = f"sqlite:///{tmp_path / 'l2.sqlite'}"
+    Ledger(url2).set_budget("adelaide-electricity-monday", 12.0, period="month", epsilon_per_period=0.5)
+    assert release(cfg, tmp_path / "out2", url2, "r2") == 3
+    err = capsys.readouterr().err
+    assert f"allowance of period {current_period()}" in err
+    assert f"`fdp budget grant adelaide-electricity-monday --period {current_period()} --epsilon E`" in err
+    assert "--period month --per-period E" in err and "smaller privacy.epsilon" in err
