@@ -55,17 +55,35 @@ NON_PRIVATE_TEXT = (
 )
 
 
+_UNIT_ARTICLE = re.compile(r"^(?:one|each|every|any|a|an)\s+(?=\S)", re.IGNORECASE)
+
+
+def unit_noun(privacy_unit: str) -> str:
+    """The config's ``privacy_unit`` phrase as a noun to follow "for each" or "one" in the guarantee and the notes.
+
+    A leading "one", "each", "every", "any", "a" or "an" is dropped, so the natural phrasing "one country's
+    fertility series" reads "for each country's fertility series", not "for each one country's …"; a phrase
+    without one is unchanged. The manifest's ``privacy.privacy_unit`` keeps the phrase as written.
+
+    >>> unit_noun("one country's fertility series"), unit_noun("Monday demand curve (all 48 half-hours of one Monday)")
+    ("country's fertility series", 'Monday demand curve (all 48 half-hours of one Monday)')
+    >>> unit_noun("Each cow (all test days of one cow)"), unit_noun("anyone"), unit_noun("one")
+    ('cow (all test days of one cow)', 'anyone', 'one')
+    """
+    return _UNIT_ARTICLE.sub("", privacy_unit.strip(), count=1)
+
+
 def _guarantee(plan: MeanPlan, unit: str) -> str:
     if plan.non_private:
         return NON_PRIVATE_TEXT
     if plan.noise == "gaussian":
         cal = plan.calibration
         rule = getattr(cal, "calibration", "analytic")
-        text = (f"({plan.epsilon:g}, {plan.delta:g})-differential privacy for each {unit} (replace-one adjacency, "
+        text = (f"({plan.epsilon:g}, {plan.delta:g})-differential privacy for each {unit_noun(unit)} (replace-one adjacency, "
                 f"n public), by Gaussian-process noise calibrated with the {rule} Gaussian mechanism; "
                 f"equivalently rho = {plan.rho:.6g} zero-concentrated DP")
     else:
-        text = (f"pure {plan.epsilon:g}-differential privacy for each {unit} (replace-one adjacency, n public), "
+        text = (f"pure {plan.epsilon:g}-differential privacy for each {unit_noun(unit)} (replace-one adjacency, n public), "
                 f"by the {plan.estimator} mechanism with Laplace noise")
     if plan.selection is not None and plan.selection.method == "dp_select":
         text += (f"; of which epsilon {plan.selection.epsilon:g} selects {plan.selection.parameter} by the "
@@ -399,7 +417,7 @@ def protection_text(manifest: dict[str, Any]) -> str:
     if (manifest.get("parameters") or {}).get("non_private"):
         return f"**NOT PROTECTED.** {p['guarantee']}"
     unit, eps, n = p["privacy_unit"], p["epsilon"], manifest["n"]
-    text = (f"**What is protected.** Each record is one *{unit}*. Replacing any one of them by any other possible "
+    text = (f"**What is protected.** Each record is one *{unit_noun(unit)}*. Replacing any one of them by any other possible "
             f"record changes the probability of any published result by at most a factor e^{eps:g}")
     if p["delta"] > 0:
         text += (f", except with probability {p['delta']:g} (({eps:g}, {p['delta']:g})-differential privacy, "

@@ -190,7 +190,7 @@ def public_covariance_release(
                       title=f"{release_id}: private covariance surface", colorbar=f"covariance ({ds.value_column} squared)")
     l2_source, l2 = expected_l2_error(config, p)  # type: ignore[misc]
     unit = ds.privacy_unit
-    guarantee = (f"pure {p.epsilon:g}-differential privacy for each {unit} (replace-one adjacency, n public), by the "
+    guarantee = (f"pure {p.epsilon:g}-differential privacy for each {_publish.unit_noun(unit)} (replace-one adjacency, n public), by the "
                  "tensor ICLP-QR mechanism with Laplace noise on the upper triangle of the surface's coefficients"
                  + _publish.bought_text(p.public_choices))
     if plan.link is not None:

@@ -117,7 +117,7 @@ def _fpca_guarantee(p: FpcaPlan, unit: str) -> str:
     """The guarantee text: exactly what the plan's sampler proves (MATH.md §10.3, §10.5)."""
     if not p.private:  # pragma: no cover - refused by the config schema and by plan_fpca_release
         raise fdpcore.InternalError("an FPCA release without a certified guarantee cannot be published")
-    text = (f"pure {p.epsilon:g}-differential privacy for each {unit} (replace-one adjacency, n public), by the "
+    text = (f"pure {p.epsilon:g}-differential privacy for each {_publish.unit_noun(unit)} (replace-one adjacency, n public), by the "
             "exponential mechanism with a Bingham base measure")
     eps = f"{p.epsilon_mechanism:g}" if p.public_choices else "epsilon"  # what the tau split leaves, when bought
     if p.public_choices:

@@ -110,11 +110,11 @@ def draw_point_noise(ledger_url: str, release_id: str, plan: PointPlanEnvelope, 
 
 def _guarantee(p: PointPlan, unit: str) -> str:
     if p.rho is not None:
-        text = (f"({p.epsilon:g}, {p.delta:g})-differential privacy for each {unit} (replace-one adjacency, n public), "
+        text = (f"({p.epsilon:g}, {p.delta:g})-differential privacy for each {_publish.unit_noun(unit)} (replace-one adjacency, n public), "
                 f"by Gaussian-process noise calibrated with the {p.parameters['calibration']} Gaussian mechanism; "
                 f"equivalently rho = {p.rho:.6g} zero-concentrated DP")
     else:
-        text = (f"pure {p.epsilon:g}-differential privacy for each {unit} (replace-one adjacency, n public), "
+        text = (f"pure {p.epsilon:g}-differential privacy for each {_publish.unit_noun(unit)} (replace-one adjacency, n public), "
                 f"by the {p.mechanism} mechanism with Laplace noise")
     return text + bandwidth_text(p.public_choices)
 
@@ -220,7 +220,7 @@ def point_release_note(manifest: dict[str, Any], budget: dict[str, Any], what: s
     return "\n".join([
         f"# Private {what} `{manifest['release_id']}`",
         "",
-        f"**What is protected.** Each unit is one *{p['privacy_unit']}*. {p['guarantee']}. "
+        f"**What is protected.** Each unit is one *{_publish.unit_noun(p['privacy_unit'])}*. {p['guarantee']}. "
         f"A unit with several rows counts once: its rows are averaged. n = {manifest['n']} units (public).",
         "",
         f"**What is released.** The {what} on a fixed grid, computed from the table and perturbed once with random "

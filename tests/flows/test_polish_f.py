@@ -8,6 +8,7 @@ glued "for each" onto a ``privacy_unit`` phrased "one country's …"; ``fdp init
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -75,3 +76,44 @@ def test_a_refused_charge_says_how_to_go_on(tmp_path: Path, capsys: pytest.Captu
     assert f"allowance of period {current_period()}" in err
     assert f"`fdp budget grant adelaide-electricity-monday --period {current_period()} --epsilon E`" in err
     assert "--period month --per-period E" in err and "smaller privacy.epsilon" in err
+
+
+def test_unit_noun_reads_after_for_each_in_both_phrasings() -> None:
+    from fdp.tasks._publish import unit_noun
+
+    assert unit_noun("one country's fertility series") == "country's fertility series"
+    assert unit_noun("  One cow (all test days of one cow)") == "cow (all test days of one cow)"
+    assert unit_noun("a household") == "household"
+    monday = "Monday demand curve (one day of the region's half-hourly demand)"
+    assert unit_noun(monday) == monday  # nothing to drop; the "one" inside stays
+    assert unit_noun("oneself") == "oneself" and unit_noun("each") == "each"
+
+
+def test_the_release_line_reads_well_for_a_unit_phrased_with_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"sqlite:///{tmp_path / 'l.sqlite'}"
+    phrase = "one child's height curve (ages 1 to 18) and sex"
+    # tau: auto at epsilon 3 leaves T1 and T2 parts with seven significant digits (0.557244 and 1.865556)
+    cfg = write_config(tmp_path, REPO / "examples" / "growth_fosr.yaml", data=GROWTH, clipping__tau="auto",
+                       privacy__epsilon=3.0, dataset__privacy_unit=phrase)
+    assert release(cfg, tmp_path / "out", url, "f1") == 0
+    out = capsys.readouterr().out
+    m = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    g = m["privacy"]["guarantee"]
+    assert m["privacy"]["privacy_unit"] == phrase  # the manifest keeps the phrase as written
+    assert "for each child's height curve (ages 1 to 18) and sex (replace-one adjacency" in g
+    assert "for each one" not in g and "for each one" not in out
+    parts = {s["name"].split()[0]: s["epsilon"] for s in m["budget_splits"]}
+    assert f"{parts['T1']:.4g}" != f"{parts['T1']:g}"  # a part with more digits than the text shows
+    assert f"design moments T1 (epsilon {parts['T1']:.4g})" in g and f"T2 (epsilon {parts['T2']:.4g})" in g
+    assert f"{parts['T1']:g}" not in g  # the manifest's number keeps every digit; the text shows four
+    assert f"epsilon {parts['tau']:g} buys tau" in g  # as the bought part is shown (four digits at most)
+
+
+def test_the_release_line_keeps_a_unit_phrased_as_a_noun(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"sqlite:///{tmp_path / 'l.sqlite'}"
+    cfg = write_config(tmp_path, ELECTRICITY)
+    assert release(cfg, tmp_path / "out", url, "m1") == 0
+    out = capsys.readouterr().out
+    g = json.loads((tmp_path / "out" / "manifest.json").read_text())["privacy"]["guarantee"]
+    phrase = "Monday demand curve (one day of the region's half-hourly demand)"
+    assert f"for each {phrase} (replace-one adjacency" in g and f"for each {phrase}" in out
