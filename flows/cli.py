@@ -275,7 +275,14 @@ def _add_init_parser(sub: Any) -> None:
                         "t1..tN: give t1-h/2 tN+h/2 with --grid-size N, so each midpoint grid point is one reading time "
                         "(e.g. hours 0..23: --time-domain -0.5 23.5 --grid-size 24; half-hours 1..48: 0.5 48.5 "
                         "--grid-size 48). A unit's curve is aligned when its readings reach within one grid step "
-                        "(dataset.max_end_gap) of the first and last grid point; `fdp plan` states the times")
+                        "(dataset.max_end_gap, see --max-end-gap) of the first and last grid point; `fdp plan` states "
+                        "the times")
+    i.add_argument("--max-end-gap", type=float, default=None, metavar="G", dest="max_end_gap",
+                   help="curves: PUBLIC dataset.max_end_gap, source time units, chosen from the study design: a curve "
+                        "whose first (last) reading lies within G of the first (last) grid point is held at that "
+                        "reading; a unit missing an end by more is released as the zero record (value_offset). "
+                        "Default one grid step; for drop-outs, the longest early stop the release should carry "
+                        "(docs/configuration.md)")
     i.add_argument("--value-offset", type=float, default=0.0,
                    help="PUBLIC typical level of the values, e.g. a published average or the middle of the plausible "
                         "range, source units (default 0); erm ridge: the responses' centre (label_offset)")
@@ -322,6 +329,7 @@ def _init(args: argparse.Namespace) -> int:
         privacy_unit=args.privacy_unit, covariates=args.covariate, covariate_bound=args.covariate_bound,
         config_dir=out.parent if out is not None else Path.cwd(), loss=args.loss, label_bound=args.label_bound,
         levels=parse_levels(args.levels), n_components=args.n_components, n_basis=args.n_basis,
+        max_end_gap=args.max_end_gap,
     )
     import yaml
     from fdp.tasks.preflight import check_inputs

@@ -81,6 +81,7 @@ def init_config(  # noqa: PLR0913 - one argument per command-line option
     privacy_unit: str | None = None, covariates: list[str] | None = None, covariate_bound: float | None = None,
     config_dir: str | Path = ".", loss: str = "logistic", label_bound: float | None = None,
     levels: dict[str, list[str]] | None = None, n_components: int | None = None, n_basis: int | None = None,
+    max_end_gap: float | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """The YAML text of a commented config for ``data`` and facts about the file (``n``, format).
 
@@ -91,7 +92,9 @@ def init_config(  # noqa: PLR0913 - one argument per command-line option
     (each one-hot block has norm at most 1, so nothing is shrunk). ``n_components``/``n_basis`` (fpca): the
     number of released components (default 1) and of basis functions (default 5), ``n_components < n_basis``.
     ``time``/``time_domain``: one column and its range; ``kde``/``erm`` take a list of one or two (a point's
-    coordinates and their public ranges, in the same order).
+    coordinates and their public ranges, in the same order). ``max_end_gap`` (curves): ``dataset.max_end_gap``, how
+    far (source time units) a curve's first and last readings may lie inside the first and last grid point (default:
+    one grid step); a study with drop-outs sets it from its design (docs/configuration.md, "Studies with drop-outs").
 
     Raises:
         ConfigError: an unknown summary or format, missing options of the summary, or an invalid result.
@@ -104,6 +107,8 @@ def init_config(  # noqa: PLR0913 - one argument per command-line option
     if fmt is None:
         raise ConfigError(f"DATA ({p.name!r}) must be a .parquet or .csv file")
     _check_summary_options(summary, levels=levels, n_components=n_components, n_basis=n_basis)
+    if max_end_gap is not None and summary in ("kde", "erm"):
+        raise ConfigError(f"--max-end-gap applies to curves (mean, covariance, fpca, fosr), not to --summary {summary}")
     times = [time] if isinstance(time, str) else list(time)
     domains = [time_domain] if not time_domain or not isinstance(time_domain[0], (list, tuple)) else list(time_domain)
     most = 2 if summary in ("kde", "erm") else 1
@@ -139,6 +144,7 @@ def init_config(  # noqa: PLR0913 - one argument per command-line option
         f"  privacy_unit: {_q(unit_text)}   # published: what one record protects, in words",
         f"  time_domain: [{time_domain[0]!r}, {time_domain[1]!r}]   # PUBLIC: time range the grid covers (source units); "
         "readings every h at t1..tN: [t1 - h/2, tN + h/2] with grid size N puts a grid point on each reading",
+        *_end_gap_lines(max_end_gap),
         f"  value_offset: {value_offset!r}   # PUBLIC: typical level of the values, subtracted from every value (source units)",
         f"  value_scale: {value_scale!r}    # PUBLIC: bound on how far a value can plausibly lie from value_offset "
         "(source units): (value - offset)/scale lies in [-1, 1]",
@@ -190,6 +196,17 @@ def init_config(  # noqa: PLR0913 - one argument per command-line option
                     "((value - offset)/scale); larger records are shrunk to it"]
     lines += clipping
     return _finish(lines, summary, epsilon, budget, {"n": n, "format": fmt, "dataset_id": ds_id})
+
+
+def _end_gap_lines(gap: float | None) -> list[str]:
+    """``dataset.max_end_gap`` and what it does (nothing without ``--max-end-gap``: the default is one grid step)."""
+    if gap is None:
+        return []
+    return [f"  max_end_gap: {gap!r}   # PUBLIC, source time units, chosen from the study design (never from the data):",
+            "  # a curve whose first (last) reading lies within this of the first (last) grid point is held at that",
+            "  # reading over the gap: a drop-out whose last reading is at most this before the last grid point carries",
+            "  # its last value to the end (the gap applies at the start too);",
+            "  # a unit missing an end by more is released as the zero record (value_offset, or the reference curve)"]
 
 
 def _check_summary_options(summary: str, *, levels: dict[str, list[str]] | None, n_components: int | None,

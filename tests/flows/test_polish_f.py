@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from pathlib import Path
 
 import pytest
+import yaml
 from fdp.flows.cli import main
 from flow_support import REPO, release, write_config
 
@@ -117,3 +119,81 @@ def test_the_release_line_keeps_a_unit_phrased_as_a_noun(tmp_path: Path, capsys:
     g = json.loads((tmp_path / "out" / "manifest.json").read_text())["privacy"]["guarantee"]
     phrase = "Monday demand curve (one day of the region's half-hourly demand)"
     assert f"for each {phrase} (replace-one adjacency" in g and f"for each {phrase}" in out
+
+
+def _milk_like(path: Path) -> Path:
+    """Weekly readings 1..19 of 6 units; 3 stop at week 15 (a drop-out 4 weeks before the last grid point)."""
+    import pandas as pd
+
+    rows = [(f"cow{u}", w, 3.0 + 0.01 * w + 0.05 * u) for u in range(6) for w in range(1, 20 if u < 3 else 16)]
+    pd.DataFrame(rows, columns=["cow", "week", "protein"]).to_parquet(path, index=False)
+    return path
+
+
+def test_init_max_end_gap_writes_the_public_gap_and_the_plan_states_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = _milk_like(tmp_path / "milk.parquet")
+    out = tmp_path / "milk.yaml"
+    base = [str(data), "--unit", "cow", "--time", "week", "--value", "protein", "--time-domain", "0.5", "19.5",
+            "--grid-size", "19", "--value-offset", "3", "--value-scale", "1", "--tau", "1"]
+    assert main(["init", *base, "--max-end-gap", "4", "--out", str(out)]) == 0
+    text = out.read_text()
+    line = next(ln for ln in text.splitlines() if ln.strip().startswith("max_end_gap:"))
+    assert "PUBLIC, source time units, chosen from the study design" in line
+    assert "released as the zero record (value_offset" in text
+    assert yaml.safe_load(text)["dataset"]["max_end_gap"] == 4.0
+    capsys.readouterr()
+    assert main(["plan", str(out), "--epsilon", "1", "--ledger", f"sqlite:///{tmp_path / 'l.sqlite'}"]) == 0
+    assert "reach from at most 5 to at least 15 (week" in capsys.readouterr().out  # last grid point 19, gap 4
+    assert main(["init", *base]) == 0  # without the option: no max_end_gap line (the default, one grid step)
+    assert "max_end_gap" not in yaml.safe_load(capsys.readouterr().out)["dataset"]
+
+
+def test_init_max_end_gap_is_refused_for_points_and_below_zero(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = _milk_like(tmp_path / "milk.parquet")
+    assert main(["init", str(data), "--unit", "cow", "--time", "week", "--summary", "kde", "--time-domain", "0", "20",
+                 "--max-end-gap", "2"]) == 2
+    assert "--max-end-gap applies to curves" in capsys.readouterr().err
+    assert main(["init", str(data), "--unit", "cow", "--time", "week", "--value", "protein", "--time-domain", "0.5",
+                 "19.5", "--max-end-gap", "-1"]) == 2
+    assert "dataset.max_end_gap: Input should be greater than or equal to 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("week", "ok"), [(["1", " 2", "", "3.0"], True), (["week 1", "week 2", "", "week 3"], False)])
+def test_a_parquet_time_column_of_text_is_read_as_numbers_or_refused_naming_the_row(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], week: list[str], ok: bool) -> None:
+    import pandas as pd
+
+    path = tmp_path / "t.parquet"
+    pd.DataFrame({"cow": ["a"] * 4 + ["b"] * 4, "week": week * 2, "protein": [3.0] * 8}).to_parquet(path, index=False)
+    code = main(["init", str(path), "--unit", "cow", "--time", "week", "--value", "protein", "--time-domain", "0.5",
+                 "3.5", "--grid-size", "3", "--tau", "1", "--out", str(tmp_path / "t.yaml")])
+    err = capsys.readouterr().err
+    if ok:  # read as the numbers 1, 2, 3 (spaces ignored; the empty entry is a missing value, its row ignored)
+        assert code == 0, err
+        assert main(["plan", str(tmp_path / "t.yaml"), "--epsilon", "1", "--ledger",
+                     f"sqlite:///{tmp_path / 'l.sqlite'}"]) == 0
+        assert "n = 2 privacy units" in capsys.readouterr().out
+    else:
+        assert code == 2
+        assert "column 'week' has a non-numeric entry at row 1; it must be numeric" in err
+
+
+def test_getting_started_drop_out_example_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    text = (REPO / "docs" / "getting-started.md").read_text()
+    block = re.search(r"<!-- walkthrough: drop-outs -->\n```bash\n(.*?)```", text, re.S)
+    assert block is not None
+    commands = [shlex.split(ln) for ln in block.group(1).replace("\\\n", " ").splitlines()
+                if ln.strip() and not ln.lstrip().startswith("#")]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FDP_LEDGER_URL", f"sqlite:///{tmp_path / 'ledger.sqlite'}")
+    (tmp_path / "examples").symlink_to(REPO / "examples")
+    outputs = []
+    for words in commands:
+        assert words[0] == ".venv/bin/fdp", words
+        assert main(words[1:]) == 0, (words, capsys.readouterr().err)
+        outputs.append(capsys.readouterr().out)
+    assert yaml.safe_load((tmp_path / "my-growth.yaml").read_text())["dataset"]["max_end_gap"] == 2.0
+    assert "max_end_gap: 2.0" in text  # the page says what the config carries
+    assert "aligned when its readings reach from at most 3 to at least 16 (age_years" in outputs[1]
