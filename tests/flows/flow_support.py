@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import yaml
 from fdp.flows.cli import main
+from fdp.tasks._publish import unit_noun
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
@@ -97,7 +98,7 @@ def assert_claims_agree(manifest: dict[str, Any], record: Any) -> None:
     else:
         assert f"({eps:g}, {delta:g})-differential privacy" in text and "pure" not in text
         assert record.rho is not None and record.rho > 0  # a zCDP form exists (Gaussian mechanism)
-    assert "replace-one" in text and p["adjacency"] == "replace-one" and p["privacy_unit"] in text
+    assert "replace-one" in text and p["adjacency"] == "replace-one" and f"for each {unit_noun(p['privacy_unit'])}" in text
     assert "Gibbs" not in text and "MCMC" not in text  # every published state is an exact draw
     sampler = manifest.get("sampler")
     if sampler is not None:
