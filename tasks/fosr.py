@@ -130,8 +130,8 @@ def public_fosr_release(
                                  "of their T2 part (not a confidence interval)")
     l2_source, l2 = expected_l2_error(config, p)  # type: ignore[misc]
     guarantee = (f"pure {p.epsilon:g}-differential privacy for each {_publish.unit_noun(ds.privacy_unit)} (replace-one adjacency, n public): "
-                 f"Laplace noise on the design moments T1 (epsilon {p.epsilon1:.4g}) and ICLP noise on the cross-moment "
-                 f"curves T2 (epsilon {p.epsilon2:.4g}), sequential composition; the coefficient curves are "
+                 f"Laplace noise on the design moments T1 (epsilon {p.epsilon1:g}) and ICLP noise on the cross-moment "
+                 f"curves T2 (epsilon {p.epsilon2:g}), sequential composition; the coefficient curves are "
                  "post-processing" + _publish.bought_text(p.public_choices))
     manifest = FosrManifest(
         release_id=release_id, dataset_id=ds.id, mechanism=config.mechanism, n=p.n,
