@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +63,25 @@ def memory_and_local_manifests(tmp_path: Path, example: Path, data: Path, partit
     assert release(mem_cfg, tmp_path / "m", ledger, "m") == 0
     assert release(loc_cfg, tmp_path / "s", ledger, "s") == 0
     return tuple(json.loads((tmp_path / d / "manifest.json").read_text()) for d in ("m", "s"))  # type: ignore[return-value]
+
+
+def run_walkthrough(name: str, tmp_path: Path, monkeypatch: Any, capsys: Any) -> tuple[str, list[str]]:
+    """Run docs/getting-started.md's ``<!-- walkthrough: NAME -->`` bash block as written, in ``tmp_path`` with its own
+    ledger; return the page's text and each command's stdout (every command must exit 0)."""
+    text = (REPO / "docs" / "getting-started.md").read_text()
+    block = re.search(rf"<!-- walkthrough: {name} -->\n```bash\n(.*?)```", text, re.S)
+    assert block is not None, name
+    commands = [shlex.split(ln) for ln in block.group(1).replace("\\\n", " ").splitlines()
+                if ln.strip() and not ln.lstrip().startswith("#")]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FDP_LEDGER_URL", f"sqlite:///{tmp_path / 'ledger.sqlite'}")
+    (tmp_path / "examples").symlink_to(REPO / "examples")
+    outputs = []
+    for words in commands:
+        assert words[0] == ".venv/bin/fdp", words
+        assert main(words[1:]) == 0, (words, capsys.readouterr().err)
+        outputs.append(capsys.readouterr().out)
+    return text, outputs
 
 
 def release(config: Path, out: Path, ledger: str, release_id: str) -> int:

@@ -13,7 +13,7 @@ import yaml
 from fdp.flows.cli import main
 from fdp.flows.config import load_config
 from fdp.flows.init_command import init_config, parse_levels
-from flow_support import release
+from flow_support import release, run_walkthrough
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "examples" / "data" / "electricity_monday.parquet"
@@ -83,19 +83,7 @@ def test_init_names_a_missing_column_and_refuses_to_overwrite(tmp_path: Path, ca
 
 def test_readme_new_data_walkthrough_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
-    text = (REPO / "docs" / "getting-started.md").read_text()
-    block = re.search(r"<!-- walkthrough: new-data -->\n```bash\n(.*?)```", text, re.S)
-    assert block is not None
-    commands = [shlex.split(ln) for ln in block.group(1).replace("\\\n", " ").splitlines()
-                if ln.strip() and not ln.lstrip().startswith("#")]
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("FDP_LEDGER_URL", f"sqlite:///{tmp_path / 'ledger.sqlite'}")
-    (tmp_path / "examples").symlink_to(REPO / "examples")
-    outputs = []
-    for words in commands:
-        assert words[0] == ".venv/bin/fdp", words
-        assert main(words[1:]) == 0, (words, capsys.readouterr().err)
-        outputs.append(capsys.readouterr().out)
+    text, outputs = run_walkthrough("new-data", tmp_path, monkeypatch, capsys)
     assert "nothing charged" in outputs[1]
     assert json.loads(outputs[2])["rows"][0]["epsilon"] == 0.5 and (tmp_path / "my-plan.png").is_file()
     assert "already published — files re-written, nothing charged" in outputs[4]

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 from pathlib import Path
 
 import pytest
 import yaml
 from fdp.flows.cli import main
-from flow_support import REPO, release, write_config
+from flow_support import REPO, release, run_walkthrough, write_config
 
 from fdpcore.ledger import Ledger, current_period
 
@@ -179,19 +178,7 @@ def test_a_parquet_time_column_of_text_is_read_as_numbers_or_refused_naming_the_
 
 def test_getting_started_drop_out_example_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
-    text = (REPO / "docs" / "getting-started.md").read_text()
-    block = re.search(r"<!-- walkthrough: drop-outs -->\n```bash\n(.*?)```", text, re.S)
-    assert block is not None
-    commands = [shlex.split(ln) for ln in block.group(1).replace("\\\n", " ").splitlines()
-                if ln.strip() and not ln.lstrip().startswith("#")]
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("FDP_LEDGER_URL", f"sqlite:///{tmp_path / 'ledger.sqlite'}")
-    (tmp_path / "examples").symlink_to(REPO / "examples")
-    outputs = []
-    for words in commands:
-        assert words[0] == ".venv/bin/fdp", words
-        assert main(words[1:]) == 0, (words, capsys.readouterr().err)
-        outputs.append(capsys.readouterr().out)
+    text, outputs = run_walkthrough("drop-outs", tmp_path, monkeypatch, capsys)
     assert yaml.safe_load((tmp_path / "my-growth.yaml").read_text())["dataset"]["max_end_gap"] == 2.0
     assert "max_end_gap: 2.0" in text  # the page says what the config carries
     assert "aligned when its readings reach from at most 3 to at least 16 (age_years" in outputs[1]
