@@ -331,7 +331,9 @@ def print_plan(report: dict[str, Any]) -> None:
               "less weight than rho is shrunk towards 0, and its coefficient curve is biased and unreliable — with "
               "one-hot covariates, any level held by fewer than rho x n units ("
               + ", ".join(f"{f * n:.3g}" for _, f in floors) + f" of {n}) makes the smallest eigenvalue fall below "
-              "rho; more epsilon lowers rho. The E L2 error above is the noise of T2 only: the coefficients' error is "
+              "rho; a binary covariate coded -1/+1 with the intercept: its smaller group, when it holds fewer than "
+              "rho x n / 2 units (" + ", ".join(f"{f * n / 2:.3g}" for _, f in floors) + ": T1's smallest eigenvalue "
+              "is 2 x that group's size / n); more epsilon lowers rho. The E L2 error above is the noise of T2 only: the coefficients' error is "
               "larger (the inverse of T1 amplifies it)")
     rising = _rising_note(report["rows"], error_key, biased)
     if rising is not None:

@@ -14,12 +14,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from fdp.flows.cli import main
 from fdp.flows.plan_command import epsilon_ladder, plan_report
 from flow_support import artifacts, release, small_csv_release, write_config
 
 from fdpcore.ledger import Ledger
+from fdpcore.summaries.fosr import fosr_moments
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
@@ -389,6 +391,11 @@ def test_fosr_plan_states_where_the_safe_inverse_shrinks_coefficients(tmp_path: 
     text = capsys.readouterr().out
     line = next(ln for ln in text.splitlines() if ln.strip().startswith("coefficients:"))
     assert f"{floors[0]:.3g} at epsilon 1" in line and f"{floors[0] * 93:.3g}, {floors[1] * 93:.3g} of 93" in line
+    # growth_fosr codes sex -1/+1: T1 = [[1, m], [m, 1]] has smallest eigenvalue 1 - |m| = 2 x the smaller group / n
+    assert f"fewer than rho x n / 2 units ({floors[0] * 93 / 2:.3g}, {floors[1] * 93 / 2:.3g}:" in line
+    z = np.array([1.0] * 39 + [-1.0] * 54)
+    t1, _ = fosr_moments(np.column_stack([np.ones_like(z), z]), np.zeros((93, 1)))
+    assert np.linalg.eigvalsh(t1)[0] == pytest.approx(2 * 39 / 93)
 
 
 def test_kde_plan_with_bandwidth_auto_says_it_is_bought_and_states_the_noise_over_the_candidates(
