@@ -6,9 +6,8 @@ on it*. This module spends it: each parameter is a private output of OpenDP's DP
 exponential noise of scale ``2 Delta / epsilon``, i.e. permute-and-flip [MS20]), charged
 as its own named budget split before any draw, and then published.
 
-* ``tau: auto`` (formula ``tuning.tau.dp_norm_quantile@3``): the ``alpha``-quantile of the records'
-  L2 norms ``||X_i||_W`` (after alignment and the public rescaling, one record per privacy unit; a norm of 0,
-  a record clipping cannot touch, ranked above every candidate: :func:`zero_norms_last`), each
+* ``tau: auto`` (formula ``tuning.tau.dp_norm_quantile@2``): the ``alpha``-quantile of the records'
+  L2 norms ``||X_i||_W`` (after alignment and the public rescaling, one record per privacy unit), each
   multiplied by an independent log-uniform dither of two candidate steps (:func:`dither_norms`), over a
   public geometric grid of candidates. The level ``alpha`` is fixed from public inputs only
   (:func:`tau_quantile_level`).
@@ -58,7 +57,6 @@ __all__ = [
     "epsilon_after_choices",
     "equal_parts",
     "dither_norms",
-    "zero_norms_last",
     "draw_public_choice",
     "choice_epsilon",
     "choice_formulas",
@@ -113,7 +111,7 @@ class PublicChoice:
     Attributes:
         name: ``"tau"`` or ``"value_offset"`` (the budget split's name).
         epsilon: the split's epsilon (pure DP, delta 0).
-        formula_id: ``tuning.tau.dp_norm_quantile@3`` or ``preprocess.centre.dp_median@1``.
+        formula_id: ``tuning.tau.dp_norm_quantile@2`` or ``preprocess.centre.dp_median@1``.
         alpha: the quantile level (public).
         candidates: the public candidate grid.
         value: the released value (``None`` until drawn); a private output, so it may be published.
@@ -167,28 +165,11 @@ def tau_candidates(lo: float, hi: float, per_decade: int = TAU_PER_DECADE) -> tu
 
 
 #: Formula of ``tau: auto``'s draw: the DP quantile of the dithered norms.
-TAU_FORMULA = "tuning.tau.dp_norm_quantile@3"
-
-
-def zero_norms_last(norms: ArrayLike) -> NDArrayFloat:
-    """Each norm of 0 replaced by ``+inf``, so it ranks above every candidate (``tuning.tau.dp_norm_quantile@3``).
-
-    A record of norm 0 (a unit the alignment could not place on the grid, released as the centre, or a curve equal
-    to it) is never clipped, whatever ``tau``. At the bottom of the ranking such records counted as clipping
-    targets: with many of them (a study with drop-outs) the quantile's target rank fell among them and the draw far
-    below every real norm, shrinking every real record. At the top they push the draw up at worst, towards the
-    public upper end: a bounded noise cost instead of an unbounded bias. Record-wise, so the DP quantile is
-    unchanged; :func:`rank_equivalent` then moves ``+inf`` just above the candidates.
-
-    >>> zero_norms_last([0.0, 0.5, 2.0]).tolist()
-    [inf, 0.5, 2.0]
-    """
-    x = np.asarray(norms, dtype=np.float64)
-    return np.asarray(np.where(x == 0.0, np.inf, x), dtype=np.float64)
+TAU_FORMULA = "tuning.tau.dp_norm_quantile@2"
 
 
 def dither_norms(norms: ArrayLike, candidates: tuple[float, ...]) -> NDArrayFloat:
-    """Each norm times ``r^U``, ``U ~ Uniform(-TAU_DITHER_STEPS, TAU_DITHER_STEPS)`` i.i.d., ``r`` the grid's ratio (``tuning.tau.dp_norm_quantile@3``).
+    """Each norm times ``r^U``, ``U ~ Uniform(-TAU_DITHER_STEPS, TAU_DITHER_STEPS)`` i.i.d., ``r`` the grid's ratio (``tuning.tau.dp_norm_quantile@2``).
 
     Record-wise and independent of the other records, so the DP quantile of the dithered vector is exactly as
     private as that of the norms. It bounds how many records can fall between two adjacent candidates: the
@@ -501,7 +482,7 @@ def epsilon_after_choices(epsilon: float, choices: tuple[PublicChoice, ...]) -> 
 
     What is left for the release mechanism itself; the splits and it sum exactly to ``epsilon``.
 
-    >>> epsilon_after_choices(1.0, (PublicChoice("tau", 0.1, "tuning.tau.dp_norm_quantile@3", 0.5, (0.1, 1.0)),))
+    >>> epsilon_after_choices(1.0, (PublicChoice("tau", 0.1, "tuning.tau.dp_norm_quantile@2", 0.5, (0.1, 1.0)),))
     0.9
     """
     epsilon = _validate.positive_finite("epsilon", epsilon)
@@ -537,7 +518,7 @@ def equal_parts(epsilon: float, count: int) -> float:
 def choice_splits(choices: tuple[PublicChoice, ...]) -> list[dict[str, float | str]]:
     """The named budget splits of the public choices (pure DP: delta 0), in order; the release's own parts follow.
 
-    >>> choice_splits((PublicChoice("tau", 0.1, "tuning.tau.dp_norm_quantile@3", 0.5, (0.1, 1.0)),))
+    >>> choice_splits((PublicChoice("tau", 0.1, "tuning.tau.dp_norm_quantile@2", 0.5, (0.1, 1.0)),))
     [{'name': 'tau', 'epsilon': 0.1, 'delta': 0.0}]
     """
     return [{"name": c.name, "epsilon": c.epsilon, "delta": 0.0} for c in choices if not c.a_priori]
@@ -572,8 +553,8 @@ def choice_formulas(choices: tuple[PublicChoice, ...], *, raised: bool = True) -
     ``raised``: the split is :func:`tau_epsilon`'s (``tuning.tau.quantile_level@3``: covariance, FoSR), else
     :func:`choice_epsilon`'s (``@2``: FPCA, whose level is the median whatever the split).
 
-    >>> sorted(choice_formulas((PublicChoice("tau", 0.1, "tuning.tau.dp_norm_quantile@3", 0.5, (0.1, 1.0)),)))
-    ['accounting.pure.sequential@1', 'tuning.tau.dp_norm_quantile@3', 'tuning.tau.quantile_level@3', 'tuning.tau.summary_level@1']
+    >>> sorted(choice_formulas((PublicChoice("tau", 0.1, "tuning.tau.dp_norm_quantile@2", 0.5, (0.1, 1.0)),)))
+    ['accounting.pure.sequential@1', 'tuning.tau.dp_norm_quantile@2', 'tuning.tau.quantile_level@3', 'tuning.tau.summary_level@1']
     >>> choice_formulas(())
     set()
     """
@@ -626,7 +607,7 @@ def draw_public_choice(choice: PublicChoice, values: ArrayLike) -> PublicChoice:
     if choice.a_priori:  # nothing bought: the public value, no data read
         return replace(choice, value=choice.candidates[-1])
     if choice.formula_id == TAU_FORMULA:
-        values = dither_norms(zero_norms_last(values), choice.candidates)
+        values = dither_norms(values, choice.candidates)
     value = dp_quantile(rank_equivalent(values, choice.candidates), choice.candidates, alpha=choice.alpha,
                         epsilon=choice.epsilon)
     return PublicChoice(choice.name, choice.epsilon, choice.formula_id, choice.alpha, choice.candidates, value)

@@ -82,9 +82,6 @@ _ENTRIES = [
     Formula("tuning.risk.iclp_qr.prior@1", "fdpcore.privacy.tuning.risk_prior_iclp_qr", "§4.3, §5.1 (derived here)", "RULE"),
     Formula("tuning.tau.dp_norm_quantile@1", "fdpcore.noise.quantiles.dp_quantile", "§1.7, §12.3 (derived here)", "EXACT"),
     Formula("tuning.tau.dp_norm_quantile@2", "fdpcore.noise.quantiles.dither_norms", "§1.7, §12.3 (derived here)", "EXACT"),
-    # @3: norms of 0 (records clipping cannot touch: unaligned units) rank above every candidate
-    Formula("tuning.tau.dp_norm_quantile@3", "fdpcore.noise.quantiles.zero_norms_last", "§1.7, §12.3 (derived here)",
-            "EXACT"),
     # @1 (fall back to the a-priori tau whenever the floor exceeds half of epsilon) is superseded by @2 (half of
     # epsilon buys the quantile down to half the floor); kept resolvable for old manifests
     Formula("tuning.tau.a_priori_fallback@1", "fdpcore.noise.quantiles.a_priori_tau_choice", "§1.7, §12.3 (derived here)", "RULE"),

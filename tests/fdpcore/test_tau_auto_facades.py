@@ -122,9 +122,9 @@ def test_tau_auto_is_one_quantile_of_the_clipped_records_paid_first_and_exactly(
     assert len(spy.calls) == 1
     drawn = spy.calls[0]
     np.testing.assert_array_equal(drawn["values"], record_norms(records(x), GRID.weights))
-    assert drawn["dithered"]  # tuning.tau.dp_norm_quantile@3: the quantile reads the dithered norms
+    assert drawn["dithered"]  # tuning.tau.dp_norm_quantile@2: the quantile reads the dithered norms
     (choice,) = plan.public_choices
-    assert choice.name == "tau" and choice.formula_id == "tuning.tau.dp_norm_quantile@3" and not choice.a_priori
+    assert choice.name == "tau" and choice.formula_id == "tuning.tau.dp_norm_quantile@2" and not choice.a_priori
     assert choice.value == _radius(plan) and choice.value in CANDIDATES and choice.candidates == CANDIDATES
     assert drawn["candidates"] == CANDIDATES and drawn["alpha"] == choice.alpha and drawn["epsilon"] == choice.epsilon
     # the split: share * epsilon raised to the quantile's reliability floor at n = 500 (0.07 -> 0.1074), and for a
@@ -136,7 +136,7 @@ def test_tau_auto_is_one_quantile_of_the_clipped_records_paid_first_and_exactly(
     splits = plan.budget_splits
     assert splits[0] == {"name": "tau", "epsilon": choice.epsilon, "delta": 0.0}
     assert sum((exact(float(s["epsilon"])) for s in splits), exact(0.0)) == exact(epsilon)
-    assert {"tuning.tau.dp_norm_quantile@3", "tuning.tau.summary_level@1",
+    assert {"tuning.tau.dp_norm_quantile@2", "tuning.tau.summary_level@1",
             f"tuning.tau.quantile_level@{3 if raised else 2}"} <= set(plan.formulas)
     if case == "fosr":  # gamma splits what tau leaves
         assert exact(plan.epsilon1) + exact(plan.epsilon2) == exact(plan.epsilon_mechanism)

@@ -47,7 +47,7 @@ def test_auto_tau_and_offset_charge_once_before_the_draws_and_agree(make_config,
         assert choices[name]["epsilon"] == next(s["epsilon"] for s in splits if s["name"] == name)
         assert f"buys {name} = " in manifest["privacy"]["guarantee"]
     assert manifest["parameters"]["tuning"]["rule"] == "risk_prior"
-    assert {"tuning.tau.dp_norm_quantile@3", "preprocess.centre.dp_median@1",
+    assert {"tuning.tau.dp_norm_quantile@2", "preprocess.centre.dp_median@1",
             "tuning.tau.quantile_level@3"} <= set(manifest["formulas"])
 
     led = Ledger(ledger)

@@ -43,7 +43,7 @@ def test_init_writes_a_commented_config_that_validates_plans_and_releases(
     assert manifest["n"] == 508
     # tau: auto is a named budget split charged with the release, first (508 curves at epsilon 1 can buy it)
     assert [s["name"] for s in manifest["budget_splits"]] == ["tau", summary]
-    assert manifest["parameters"]["public_choices"][0]["formula"] == "tuning.tau.dp_norm_quantile@3"
+    assert manifest["parameters"]["public_choices"][0]["formula"] == "tuning.tau.dp_norm_quantile@2"
 
 
 def test_init_never_fills_a_value_from_the_data(tmp_path: Path) -> None:

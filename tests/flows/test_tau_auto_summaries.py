@@ -72,7 +72,7 @@ def _check_release(cfg: Path, out: Path, ledger: str, release_id: str, spy: Spy,
     candidates = tau_candidates(*tau_search_range(config))
     assert choice["value"] in candidates and choice["candidates"]["count"] == len(candidates)
     assert f"buys tau = {choice['value']:.6g}" in manifest["privacy"]["guarantee"]
-    assert {"tuning.tau.dp_norm_quantile@3", "tuning.tau.summary_level@1"} <= set(manifest["formulas"])
+    assert {"tuning.tau.dp_norm_quantile@2", "tuning.tau.summary_level@1"} <= set(manifest["formulas"])
     led = Ledger(ledger)
     assert_claims_agree(manifest, led.get(release_id))
     assert [e["event"] for e in led.audit_events(release_id)] == ["release.reserved", "release.noised",
