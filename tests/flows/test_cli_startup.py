@@ -220,8 +220,9 @@ def test_a_budget_refusal_exits_3_before_the_temporary_server_and_prints_only_th
     events = len(Ledger(url).audit_events())
     proc = _cli_release(tmp_path, _cold_env(tmp_path))
     assert proc.returncode == 3, proc.stderr[-3000:]
-    assert proc.stderr.splitlines() == [
-        "fdp: error: allowance of period " + proc.stderr.split("allowance of period ")[1].splitlines()[0]]
+    error, next_step = proc.stderr.splitlines()  # the message and how to go on; nothing else (no traceback, no log)
+    assert error == "fdp: error: allowance of period " + proc.stderr.split("allowance of period ")[1].splitlines()[0]
+    assert next_step.startswith("  To go on: a privacy officer may add to this period's allowance with `fdp budget grant")
     assert "Requested: epsilon=1, delta=0. Remaining: epsilon=0.5, delta=0." in proc.stderr
     assert not (tmp_path / "prefect-home").exists()  # Prefect never started (no server, no database)
     assert len(Ledger(url).audit_events()) == events and Ledger(url).releases() == []
