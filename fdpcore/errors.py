@@ -71,11 +71,13 @@ class BudgetExceededError(FdpError):
         *,
         scope: str = "budget",
         measures: tuple[str, ...] = ("epsilon", "delta"),
+        period: str | None = None,
     ) -> None:
         self.dataset_id = dataset_id
         self.requested = requested
         self.remaining = remaining
         self.scope = scope
+        self.period = period  # the period (YYYY-MM) whose allowance would be exceeded; None for the total
 
         def show(values: tuple[float, ...], sign: str = "") -> str:
             return ", ".join(f"{m}={v:{sign}.6g}" for m, v in zip(measures, values, strict=True))

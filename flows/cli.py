@@ -1059,10 +1059,9 @@ def _budget_next_step(exc: BudgetExceededError) -> str:
     ds = exc.dataset_id
     smaller = ("or release at a smaller privacy.epsilon (privacy.delta for Gaussian noise) that fits the remaining "
                "budget: `fdp plan CONFIG --epsilon E` shows the accuracy there")
-    period = re.match(r"allowance of period (\S+)", exc.scope)
-    if period is not None:
+    if exc.period is not None:
         return (f"To go on: a privacy officer may add to this period's allowance with `fdp budget grant {ds} --period "
-                f"{period.group(1)} --epsilon E`, or raise every period's with `fdp budget set {ds} --epsilon TOTAL "
+                f"{exc.period} --epsilon E`, or raise every period's with `fdp budget set {ds} --epsilon TOTAL "
                 "--period month --per-period E` (repeating the other settings: a set replaces the whole policy) — "
                 f"governance decisions, recorded in the ledger's audit chain; wait for the next period; {smaller}.")
     return (f"To go on: a privacy officer may raise the dataset's total with `fdp budget set {ds} --epsilon TOTAL`, "

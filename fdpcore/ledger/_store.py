@@ -1229,17 +1229,18 @@ def _as_spent(policy: _Policy, used: _Usage, delta_budget: Fraction | None) -> t
 def _check_fits(dataset_id: str, policy: _Policy, total: _Usage, in_period: _Usage, request: _Usage, label: str,
                 grant: tuple[Fraction, Fraction] | None = None) -> None:
     """Raise :class:`BudgetExceededError` unless ``request`` fits the total and the period's allowance (plus its grant)."""
-    scopes: list[tuple[str, _Usage, Fraction, Fraction]] = [("total budget", total, policy.epsilon, policy.delta)]
+    scopes: list[tuple[str, str | None, _Usage, Fraction, Fraction]] = [
+        ("total budget", None, total, policy.epsilon, policy.delta)]
     if policy.period is not None and policy.epsilon_per_period is not None and policy.delta_per_period is not None:
         eps_cap, delta_cap = _period_cap(policy, grant)
         scope = f"allowance of period {label}" + (" (with its grant)" if grant is not None else "")
-        scopes.append((scope, in_period, eps_cap, delta_cap))
-    for scope, used, eps_cap, delta_cap in scopes:
+        scopes.append((scope, label, in_period, eps_cap, delta_cap))
+    for scope, period, used, eps_cap, delta_cap in scopes:
         if policy.accounting == "basic":
             if used.epsilon + request.epsilon > eps_cap or used.delta + request.delta > delta_cap:
                 raise BudgetExceededError(
                     dataset_id, (float(request.epsilon), float(request.delta)),
-                    (float(eps_cap - used.epsilon), float(delta_cap - used.delta)), scope=scope,
+                    (float(eps_cap - used.epsilon), float(delta_cap - used.delta)), scope=scope, period=period,
                 )
             continue
         if request.rho is None:
@@ -1252,7 +1253,7 @@ def _check_fits(dataset_id: str, policy: _Policy, total: _Usage, in_period: _Usa
         if zcdp_to_epsilon(float(used.rho + request.rho), float(delta_cap)) > float(eps_cap):
             raise BudgetExceededError(
                 dataset_id, (float(request.rho),), (max(0.0, _rho_capacity(eps_cap, delta_cap) - float(used.rho)),),
-                scope=scope, measures=("rho",),
+                scope=scope, measures=("rho",), period=period,
             )
 
 

@@ -26,8 +26,8 @@ averages are convex combinations, so the supremum over averages is attained at s
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -611,30 +611,20 @@ def draw_point_release(
     return np.asarray(noisy @ plan.space.recolour, dtype=np.float64)
 
 
-#: Exact grid maxima of :func:`kde_iclp_sensitivity` at ``kappa = n = 1``, by public space (bounded, oldest out).
-_GRID_SENSITIVITY: OrderedDict[tuple[Any, ...], float] = OrderedDict()
-_GRID_SENSITIVITY_SIZE = 256
-
-
 def _grid_sensitivity(space: PointSpace, spec: Mapping[str, object], eta: float) -> float:
     """:func:`kde_iclp_sensitivity` of ``space`` at ``kappa = n = 1``, remembered per public space (exact, not an approximation).
 
     The exact sensitivity is ``kappa / n`` times this grid maximum, which depends on the grids, the kernel and
     ``eta`` only; ``bandwidth: auto`` prices many bandwidths, and repeated releases on the same grid reuse them.
     """
-    key = (tuple(sorted((k, repr(v)) for k, v in spec.items())), float(eta),
-           tuple((g.grid_points.tobytes(), g.weights.tobytes()) for g in space.axes))
-    found = _GRID_SENSITIVITY.get(key)  # single dict operations only: safe if Prefect plans from threads
-    if found is not None:
-        return found
-    best = kde_iclp_sensitivity(space, eta=eta, kappa=1.0, n=1)[0]
-    _GRID_SENSITIVITY[key] = best
-    while len(_GRID_SENSITIVITY) > _GRID_SENSITIVITY_SIZE:  # oldest first
-        try:
-            _GRID_SENSITIVITY.popitem(last=False)
-        except KeyError:  # emptied by another thread meanwhile
-            break
-    return best
+    return _grid_sensitivity_of(tuple(sorted(spec.items())), float(eta), tuple(space.axes))
+
+
+@functools.lru_cache(maxsize=256)
+def _grid_sensitivity_of(spec: tuple[tuple[str, object], ...], eta: float, axes: tuple[Grid, ...]) -> float:
+    # Grid hashes and compares by its exact nodes and weights (as fdpcore.basis.eigen's cache), so equal grids share
+    # one entry; point_space of the same kernel and grids is the same space.
+    return kde_iclp_sensitivity(point_space(dict(spec), axes), eta=eta, kappa=1.0, n=1)[0]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -321,8 +321,8 @@ def test_auto_bandwidth_facade_buys_a_narrow_bandwidth_for_concentrated_points()
 
 def test_remembered_grid_sensitivity_is_the_exact_one_bit_for_bit() -> None:
     axes = (midpoint_grid(9), midpoint_grid(7))
-    kde_module._GRID_SENSITIVITY.clear()
+    kde_module._grid_sensitivity_of.cache_clear()
     first = plan_kde_release(axes, n=37, epsilon=0.7, eta=1.2, bandwidth=0.11, secure=False)
     again = plan_kde_release(axes, n=37, epsilon=0.7, eta=1.2, bandwidth=0.11, secure=False)  # from the memo
     direct = kde_iclp_sensitivity(first.space, eta=1.2, kappa=first.parameters["kappa"], n=37)[0]
-    assert first.sensitivity == again.sensitivity == direct and len(kde_module._GRID_SENSITIVITY) == 1
+    assert first.sensitivity == again.sensitivity == direct and kde_module._grid_sensitivity_of.cache_info().currsize == 1
