@@ -129,20 +129,23 @@ class PublicChoice:
         """True for ``tau: auto`` that bought nothing: the public upper end of its range (:func:`a_priori_tau_choice`)."""
         return self.epsilon == 0.0
 
+    def record(self, **fields: object) -> dict[str, object]:
+        """The manifest fields every choice has (name, value, split, formula), then ``fields``."""
+        return {"name": self.name, "value": self.value, "epsilon": self.epsilon, "delta": 0.0,
+                "formula": self.formula_id, **fields}
+
     def as_manifest(self) -> dict[str, object]:
         """The manifest record of this choice (public: parameters and the private output)."""
         if self.a_priori:
-            return {"name": self.name, "value": self.value, "epsilon": 0.0, "delta": 0.0, "formula": self.formula_id,
-                    "mechanism": "none: n * epsilon is too small for a DP quantile, so tau is the public upper end "
-                                 "of tau_range (a priori; no data read, nothing charged)"}
-        return {
-            "name": self.name, "value": self.value, "epsilon": self.epsilon, "delta": 0.0, "formula": self.formula_id,
-            "quantile_level": self.alpha, "candidates": {"first": self.candidates[0], "last": self.candidates[-1],
-                                                         "count": len(self.candidates)},
-            "mechanism": "opendp.measurements.make_private_quantile (exponential mechanism, known n)"
-                         + (f" of the norms, each times an independent log-uniform dither of +-{TAU_DITHER_STEPS} candidate "
-                            "steps (never stored)" if self.formula_id == TAU_FORMULA else ""),
-        }
+            return self.record(mechanism="none: n * epsilon is too small for a DP quantile, so tau is the public upper "
+                                         "end of tau_range (a priori; no data read, nothing charged)")
+        return self.record(
+            quantile_level=self.alpha,
+            candidates={"first": self.candidates[0], "last": self.candidates[-1], "count": len(self.candidates)},
+            mechanism="opendp.measurements.make_private_quantile (exponential mechanism, known n)"
+                      + (f" of the norms, each times an independent log-uniform dither of +-{TAU_DITHER_STEPS} candidate "
+                         "steps (never stored)" if self.formula_id == TAU_FORMULA else ""),
+        )
 
 
 def tau_candidates(lo: float, hi: float, per_decade: int = TAU_PER_DECADE) -> tuple[float, ...]:

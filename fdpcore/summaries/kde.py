@@ -853,22 +853,20 @@ class BandwidthChoice(PublicChoice):
     def as_manifest(self) -> dict[str, object]:
         """The manifest record of this choice (public: parameters and the private outputs)."""
         if self.a_priori:
-            return {"name": self.name, "value": self.value, "epsilon": 0.0, "delta": 0.0, "formula": self.formula_id,
-                    "mechanism": "none: n * epsilon is too small for the DP quartiles, so the bandwidth is the public "
-                                 "normal_reference rule of n and d (a priori; no data read, nothing charged)"}
-        return {
-            "name": self.name, "value": self.value, "epsilon": self.epsilon, "delta": 0.0, "formula": self.formula_id,
-            "quantile_levels": [self.alpha, 1.0 - self.alpha], "quantile_epsilon": self.quantile_epsilon,
-            "quantile_candidates": {"first": 0.0, "last": 1.0, "count": BANDWIDTH_QUANTILE_CANDIDATES},
-            "quartiles": None if self.quartiles is None else [list(q) for q in self.quartiles],
-            "sigmas": None if self.sigmas is None else list(self.sigmas),
-            "candidates": {"first": self.candidates[0], "last": self.candidates[-1], "count": len(self.candidates)},
-            "mechanism": "opendp.measurements.make_private_quantile (exponential mechanism, known n) at levels 1/4 and "
-                         "3/4 of each coordinate of the units' mean points (each plus an independent uniform dither "
-                         f"of +-{QUARTILE_DITHER_STEPS} candidate steps, never stored), quantile_epsilon each "
-                         "(sequential composition); the bandwidth minimises a public prior risk of the quartiles "
-                         "(post-processing)",
-        }
+            return self.record(mechanism="none: n * epsilon is too small for the DP quartiles, so the bandwidth is the "
+                                         "public normal_reference rule of n and d (a priori; no data read, nothing charged)")
+        return self.record(
+            quantile_levels=[self.alpha, 1.0 - self.alpha], quantile_epsilon=self.quantile_epsilon,
+            quantile_candidates={"first": 0.0, "last": 1.0, "count": BANDWIDTH_QUANTILE_CANDIDATES},
+            quartiles=None if self.quartiles is None else [list(q) for q in self.quartiles],
+            sigmas=None if self.sigmas is None else list(self.sigmas),
+            candidates={"first": self.candidates[0], "last": self.candidates[-1], "count": len(self.candidates)},
+            mechanism="opendp.measurements.make_private_quantile (exponential mechanism, known n) at levels 1/4 and "
+                      "3/4 of each coordinate of the units' mean points (each plus an independent uniform dither "
+                      f"of +-{QUARTILE_DITHER_STEPS} candidate steps, never stored), quantile_epsilon each "
+                      "(sequential composition); the bandwidth minimises a public prior risk of the quartiles "
+                      "(post-processing)",
+        )
 
 
 def bandwidth_candidates(axes: Sequence[Grid], n: int) -> tuple[float, ...]:
