@@ -14,10 +14,13 @@ above 1.3 and 1.5 x.
 
 ``--covariance`` instead runs whole covariance releases (the facade, ``tau="auto"``, default tuning) on the families
 at n = 600 (epsilon 1, 2) and n = 150 (epsilon 5), ``--draws`` each with ``@2``'s split and with ``@3``'s, and prints
-their relative RMSE against the non-private second moment (the release's own target).
+their relative RMSE against the non-private second moment (the release's own target). ``--fosr`` does the same
+with whole FoSR releases (intercept and one +-1 covariate with an effect of a fifth of the curve, ``tau_y: auto``,
+B = 1) against the non-private OLS coefficient curves.
 
     .venv/bin/python benchmarks/tau_split.py --draws 200                     # 2-core VM: about 3 min
-    .venv/bin/python benchmarks/tau_split.py --covariance --draws 40         # about 15 min
+    .venv/bin/python benchmarks/tau_split.py --covariance --draws 40         # about 7 min
+    .venv/bin/python benchmarks/tau_split.py --fosr --draws 40               # about 5 min
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from fdpcore.noise.quantiles import (  # noqa: E402
     tau_quantile_level,
 )
 from fdpcore.summaries.covariance import release_covariance  # noqa: E402
+from fdpcore.summaries.fosr import release_fosr  # noqa: E402
 from fdpcore.summaries.mean import plan_mean_release  # noqa: E402
 
 RANGE = (0.01, 1.0)
@@ -106,29 +110,52 @@ def cell(data: Data, eps: float, splits: dict[str, Split], draws: int) -> dict[s
     return out
 
 
-def covariance(draws: int, seed: int) -> None:
-    """Whole covariance releases with @2's and @3's split (module docstring)."""
+def _covariance_error(data: Data, eps: float, rng: np.random.Generator, draws: int) -> float:
+    """Relative RMSE of ``draws`` default covariance releases (``tau: auto``) against the second moment."""
+    y, grid = data.curves, data.grid
+    target = y.T @ y / y.shape[0]
+    ww = np.outer(grid.weights, grid.weights)
+    err = [float(np.sum(ww * (release_covariance(y, grid, epsilon=eps, tau="auto", kernel=data.kernel, secure=False,
+                                                 rng=rng).surfaces[0] - target) ** 2)) for _ in range(draws)]
+    return math.sqrt(float(np.mean(err)) / float(np.sum(ww * target**2)))
+
+
+def _fosr_error(data: Data, eps: float, rng: np.random.Generator, draws: int) -> float:
+    """Relative RMSE of ``draws`` default FoSR releases (``tau_y: auto``, intercept + one +-1 covariate, B = 1).
+
+    The covariate ``s_i`` is +1 for every other record; the response is the family's curve times ``1 + 0.2 s_i``
+    (an effect of a fifth of the curve). Error: the two coefficient curves against the non-private OLS.
+    """
+    s = np.where(np.arange(data.curves.shape[0]) % 2 == 0, 1.0, -1.0)[:, None]
+    y = np.clip(data.curves * (1.0 + 0.2 * s), -1.0, 1.0)
+    x = np.hstack([np.ones_like(s), s])
+    beta = np.linalg.solve(x.T @ x, x.T @ y)
+    w = data.grid.weights
+    err = [float(np.sum((release_fosr(y, s, data.grid, epsilon=eps, tau_y="auto", bound=1.0, kernel=data.kernel,
+                                      secure=False, rng=rng).coefficients[0] - beta) ** 2 * w))
+           for _ in range(draws)]
+    return math.sqrt(float(np.mean(err)) / float(np.sum(beta**2 * w)))
+
+
+def whole(summary: str, draws: int, seed: int) -> None:
+    """Whole covariance or FoSR releases with @2's split and with @3's (module docstring)."""
     rng = np.random.default_rng()
+    error = {"covariance": _covariance_error, "fosr": _fosr_error}[summary]
     raised = quantiles.tau_epsilon
     rows = []
-    for name in FAMILIES:
-        for n, epsilons in ((600, (1.0, 2.0)), (150, (5.0,))):
-            data = family(name, n, seed)
-            y, grid = data.curves, data.grid
-            target = y.T @ y / n
-            ww = np.outer(grid.weights, grid.weights)
-            ref = math.sqrt(float(np.sum(ww * target**2)))
-            for eps in epsilons:
-                rel = []
-                for split in (lambda n_, e, sh, c: choice_epsilon("tau", n_, e, sh, c), raised):
-                    quantiles.tau_epsilon = split  # summary_tau_choice reads the module's tau_epsilon
-                    err = [float(np.sum(ww * (release_covariance(y, grid, epsilon=eps, tau="auto", kernel=data.kernel,
-                                                                   secure=False, rng=rng).surfaces[0] - target) ** 2))
-                           for _ in range(draws)]
-                    rel.append(math.sqrt(float(np.mean(err))) / ref)
-                quantiles.tau_epsilon = raised
-                rows.append([data.name, f"{eps:g}", f"{rel[0]:.3f}", f"{rel[1]:.3f}", f"{rel[1] / rel[0]:.2f}"])
-    print(f"### Covariance relative RMSE by tau split rule, {draws} releases per cell\n")
+    try:
+        for name in FAMILIES:
+            for n, epsilons in ((600, (1.0, 2.0)), (150, (5.0,))):
+                data = family(name, n, seed)
+                for eps in epsilons:
+                    rel = []
+                    for split in (lambda n_, e, sh, c: choice_epsilon("tau", n_, e, sh, c), raised):
+                        quantiles.tau_epsilon = split  # summary_tau_choice reads the module's tau_epsilon
+                        rel.append(error(data, eps, rng, draws))
+                    rows.append([data.name, f"{eps:g}", f"{rel[0]:.3f}", f"{rel[1]:.3f}", f"{rel[1] / rel[0]:.2f}"])
+    finally:
+        quantiles.tau_epsilon = raised
+    print(f"### {summary.capitalize()} relative RMSE by tau split rule, {draws} releases per cell\n")
     print(table(["data", "ε", "@2", "@3", "@3 / @2"], rows))
 
 
@@ -140,10 +167,11 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=20261125, help="seed of the synthetic families (not of the draws)")
     ap.add_argument("--grid", action="store_true", help="also the (target level, cap) pairs @3's constants were chosen among")
     ap.add_argument("--covariance", action="store_true", help="whole covariance releases, @2 against @3")
+    ap.add_argument("--fosr", action="store_true", help="whole FoSR releases (one +-1 covariate), @2 against @3")
     args = ap.parse_args()
     t0 = time.perf_counter()
-    if args.covariance:
-        covariance(args.draws, args.seed)
+    if args.covariance or args.fosr:
+        whole("covariance" if args.covariance else "fosr", args.draws, args.seed)
         print(f"\n({time.perf_counter() - t0:.0f} s)")
         return
     splits = rules(args.grid)
