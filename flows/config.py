@@ -22,11 +22,29 @@ DEFAULT_CRON = "0 6 1 * *"
 
 
 class _NoAliasLoader(yaml.SafeLoader):
-    """YAML's safe loader without aliases: ``*name`` is refused where it appears, before anything is expanded.
+    """YAML's safe loader without aliases or repeated keys.
 
-    An alias repeats a node without repeating its text, so a few lines can expand to gigabytes (a
-    "billion laughs" bomb); an fdp config has no need for them.
+    An alias (``*name``) is refused where it appears, before anything is expanded: it repeats a node without
+    repeating its text, so a few lines can expand to gigabytes (a "billion laughs" bomb); an fdp config has no
+    need for them. A key written twice in one mapping is refused too, naming the key and both lines: YAML loaders
+    keep the last one silently, so a second ``privacy:`` block pasted below the first would change the epsilon
+    that is charged.
     """
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, Any] = {}
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.setdefault(key, key_node.start_mark)
+                except TypeError:  # an unhashable key: SafeLoader's own error names it
+                    continue
+                if first is not key_node.start_mark:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"the key {key!r} appears twice in one mapping (first at line {first.line + 1}); "
+                        "YAML would keep only the last, so remove or merge one of them", key_node.start_mark)
+        return super().construct_mapping(node, deep=deep)
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):

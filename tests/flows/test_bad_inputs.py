@@ -61,6 +61,13 @@ def _config(directory: Path, name: str, overrides: dict[str, Any] | None = None,
     return path
 
 
+def _example_text() -> str:
+    """The example config as YAML text, reading the shipped data (for cases that edit the text itself)."""
+    cfg = yaml.safe_load(yaml.safe_dump(EXAMPLE))
+    cfg["dataset"]["path"] = str(DATA)
+    return yaml.safe_dump(cfg, default_flow_style=False)
+
+
 def _csv(directory: Path, name: str, content: bytes) -> dict[str, Any]:
     path = directory / name
     path.write_bytes(content)
@@ -196,6 +203,11 @@ ROWS: list[tuple[str, Builder, int, list[str]]] = [
     ("yaml-alias-bomb-summary", lambda d: {"__text__": _BOMB + "summary: *l9\n"}, 2, ["aliases (*l0) are not allowed", "line 2"]),
     ("yaml-alias-bomb-kernel-nu", lambda d: {"__text__": _BOMB + "kernel: {name: matern, nu: *l9, rho: 0.1}\n"}, 2, ["aliases (*", "not allowed"]),
     ("yaml-merge-key-alias", lambda d: {"__text__": "a: &x {k: 1}\nb:\n  <<: *x\n"}, 2, ["aliases (*x) are not allowed"]),
+    # a second block pasted below the first: YAML keeps the last silently, which would charge epsilon 2 (trial G)
+    ("yaml-repeated-top-level-key", lambda d: {"__text__": _example_text() + "privacy: {epsilon: 2.0}\n"}, 2,
+     ["the key 'privacy' appears twice in one mapping (first at line", "remove or merge one"]),
+    ("yaml-repeated-nested-key", lambda d: {"__text__": _example_text().replace("  epsilon: 1.0\n", "  epsilon: 1.0\n  epsilon: 2.0\n", 1)}, 2,
+     ["the key 'epsilon' appears twice"]),
     # --- messages never quote data (item 5): no header row, or a file that is not a table
     ("data-csv-without-header", lambda d: _csv(d, "nohead.csv", GOOD_CSV.split(b"\n", 1)[1].replace(b"0,1,1510", b"SECRET-0,1,999")), 2, ["nohead.csv", "missing column(s) ['monday_index', 'half_hour', 'demand_mw']", "header has 3 column(s)"]),
     ("data-csv-numeric-first-row", lambda d: _csv(d, "nums.csv", GOOD_CSV.split(b"\n", 1)[1]), 2, ["nums.csv", "does the file have a header row?"]),
