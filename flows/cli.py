@@ -28,7 +28,7 @@ import sqlalchemy
 # Prefect and the flows are imported where a command needs them (``release``, ``demo``, ``serve``), so
 # ``fdp schema``, ``fdp budget`` and ``fdp audit`` start without Prefect (benchmarks/README.md, CLI).
 from fdp.flows.config import DEFAULT_CRON, config_sha256, format_validation_error, load_config, series_name
-from fdp.flows.interrupts import exit_code, interrupts
+from fdp.flows.interrupts import exit_code, interrupts, signal_name
 from fdp.flows.registry import SUMMARIES
 from fdp.flows.temporary_server import TemporaryServer, start_temporary_server
 from fdp.schemas import BudgetSpec, LedgerEntry, PrivacyBudget, ReleaseManifest
@@ -179,17 +179,17 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``fdp``; returns the exit code."""
-    args = _parser().parse_args(argv)
     try:
-        return _main(args)
+        return _main(_parser().parse_args(argv))
     except BrokenPipeError:  # `fdp audit export | head -1`: the reader has gone; end quietly
         with contextlib.suppress(OSError):
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's final flush does not fail again
         return EXIT_BROKEN_PIPE
-    except KeyboardInterrupt as exc:  # Ctrl-C outside a release (a release explains its ledger state itself)
-        _err("interrupted")
-        return exit_code(exc) or EXIT_ERROR
+    except KeyboardInterrupt as exc:  # Ctrl-C / SIGTERM outside a release (a release explains its ledger state itself)
+        code = exit_code(exc) or EXIT_ERROR
+        _err(f"stopped by {signal_name(code - 128)}" if code > 128 else "interrupted")
+        return code
 
 
 def _main(args: argparse.Namespace) -> int:
@@ -374,6 +374,27 @@ def _release(config_path: Path, out: str | None, ledger_url: str | None, release
              period: str | None = None) -> int:
     if release_id is not None:
         check_id("--release-id", release_id)
+    try:
+        config, url, rid, out_dir = _preflight(config_path, out, ledger_url, release_id, period)
+    except BaseException as exc:
+        code = exit_code(exc)
+        if code is None:
+            raise
+        # the pre-flight reads the config and the data; the ledger is not written before the release below
+        raise ReleaseFailure(f"stopped by {signal_name(code - 128)} before anything was charged. Run again", code) from None
+    try:
+        with interrupts(lambda signum: _next_step(url, rid)):
+            return _run_release(config, config_path, out_dir, url, rid, period)
+    except BaseException as exc:
+        code = exit_code(exc)
+        if code is None:
+            raise
+        raise ReleaseFailure(f"stopped by {signal_name(code - 128)}\n{_next_step(url, rid)}", code) from None
+
+
+def _preflight(config_path: Path, out: str | None, ledger_url: str | None, release_id: str | None,
+               period: str | None) -> tuple[Any, str, str, Path]:
+    """The release's config, ledger URL, release id and output directory, after the checks that charge nothing."""
     config = load_config(config_path)
     if period is not None:
         check_period(period)
@@ -392,15 +413,7 @@ def _release(config_path: Path, out: str | None, ledger_url: str | None, release
 
         check_release_plan(config, config_path)  # tau/value_offset: auto that n * epsilon cannot pay for: exit 2
     _note_new_ledger(url, config)
-    try:
-        with interrupts(lambda signum: _next_step(url, rid)):
-            return _run_release(config, config_path, out_dir, url, rid, period)
-    except BaseException as exc:
-        code = exit_code(exc)
-        if code is None:
-            raise
-        name = "SIGINT (Ctrl-C)" if code == 130 else "SIGTERM"
-        raise ReleaseFailure(f"stopped by {name}\n{_next_step(url, rid)}", code) from None
+    return config, url, rid, out_dir
 
 
 def _note_new_ledger(url: str, config: Any) -> None:
@@ -1248,6 +1261,8 @@ def _read_only_ledger(url: str) -> Ledger:
 def _audit(args: argparse.Namespace) -> int:
     if args.audit_command in ("keygen", "config-hash"):  # no ledger involved
         return _audit_keygen(args.out) if args.audit_command == "keygen" else _audit_config_hash(args.config, args.canonical)
+    if args.audit_command == "show":
+        check_id("release id", args.release_id)  # as `fdp release --release-id`: before the ledger is opened (exit 2)
     # an auditor's commands never write (a read-only copy works); checkpoint and key registration do
     url = args.ledger or default_ledger_url()
     ledger = _read_only_ledger(url) if args.audit_command in READ_ONLY_AUDIT else Ledger(url)

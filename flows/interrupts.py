@@ -11,6 +11,11 @@ listens on :func:`signal.set_wakeup_fd`, which the interpreter's C-level handler
 the process has not ended :data:`GRACE_SECONDS` after a signal, the watchdog prints the same
 guidance and ends the process with the conventional code (130 for SIGINT, 143 for SIGTERM). The
 ledger needs no clean-up: every state a release can be in is a row of the crash table.
+
+Before that, :func:`stop_on_signals` (called first thing by the ``fdp`` console script,
+:mod:`fdp.flows.console`) makes the two signals raise :class:`Interrupted` during the imports too. A
+signal the process was started with ignored stays ignored throughout (POSIX: a non-interactive shell
+starts background jobs, ``fdp release ... &`` in a script, with SIGINT ignored; ``kill PID`` sends SIGTERM).
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ import threading
 from collections.abc import Callable, Iterator
 from types import FrameType
 
-__all__ = ["GRACE_SECONDS", "Interrupted", "exit_code", "interrupts"]
+__all__ = ["GRACE_SECONDS", "Interrupted", "exit_code", "interrupts", "signal_name", "stop_on_signals"]
 
 #: Seconds the main thread gets to unwind after a signal before the watchdog ends the process.
 GRACE_SECONDS = 10.0
@@ -48,8 +53,28 @@ def exit_code(exc: BaseException) -> int | None:
     return None
 
 
+def signal_name(signum: int) -> str:
+    """The signal as the messages name it.
+
+    >>> signal_name(2), signal_name(15)
+    ('SIGINT (Ctrl-C)', 'SIGTERM')
+    """
+    return "SIGINT (Ctrl-C)" if signum == signal.SIGINT else signal.Signals(signum).name
+
+
 def _raise(signum: int, frame: FrameType | None) -> None:
     raise Interrupted(signum)
+
+
+def _handled() -> tuple[signal.Signals, ...]:
+    """SIGINT and SIGTERM, except one this process was started with ignored (it stays ignored)."""
+    return tuple(s for s in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(s) is not signal.SIG_IGN)
+
+
+def stop_on_signals() -> None:
+    """From now on SIGINT and SIGTERM raise :class:`Interrupted` in the main thread (a signal ignored at start stays ignored)."""
+    for s in _handled():
+        signal.signal(s, _raise)
 
 
 @contextlib.contextmanager
@@ -64,7 +89,7 @@ def interrupts(advice: Callable[[int], str]) -> Iterator[None]:
     reader, writer = socket.socketpair()
     writer.setblocking(False)
     done = threading.Event()
-    old = {s: signal.signal(s, _raise) for s in (signal.SIGINT, signal.SIGTERM)}
+    old = {s: signal.signal(s, _raise) for s in _handled()}
     old_fd = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
 
     def watch() -> None:

@@ -121,10 +121,11 @@ def read_point_table(
     table = read_unit_columns(p, fmt, unit_column, [*coords, label_column], csv_delimiter)
     units = _ids(table.column(unit_column), p.name, unit_column, "privacy-unit id")
     _, codes = np.unique(units.astype(str), return_inverse=True)
+    needs = "finite coordinates and label" if label_column else "finite coordinates"  # ERM / KDE (no label)
     columns = []
     n_clamped = np.zeros(table.num_rows, dtype=bool)
     for name, (a, b) in zip(coords, domain, strict=True):
-        x = _finite(table.column(name), p.name, name)
+        x = _finite(table.column(name), p.name, name, needs)
         out = (x < a) | (x > b)
         if out.any() and outside == "error":
             raise DataError(
@@ -134,7 +135,7 @@ def read_point_table(
             )
         n_clamped |= out
         columns.append((np.clip(x, a, b) - a) / (b - a))
-    y = _finite(table.column(label_column), p.name, label_column) if label_column else None
+    y = _finite(table.column(label_column), p.name, label_column, needs) if label_column else None
     n_relabelled = 0
     if binary_labels and y is not None:
         bad = np.flatnonzero(np.abs(y) != 1.0)
@@ -147,10 +148,11 @@ def read_point_table(
                       n_relabelled)
 
 
-def _finite(col: object, fname: str, name: str) -> NDArrayFloat:
+def _finite(col: object, fname: str, name: str, needs: str) -> NDArrayFloat:
     x = _numeric(col, fname, name)
     bad = np.flatnonzero(~np.isfinite(x))
     if bad.size:
         raise DataError(f"{fname}: column {name!r} has a missing or non-finite entry at row {int(bad[0]) + 1}; "
-                        "every point needs finite coordinates and label")
+                        f"every point needs {needs}: drop the incomplete rows before the release (complete cases) "
+                        "or fill them in by an imputation rule fixed a priori")
     return x

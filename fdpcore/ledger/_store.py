@@ -379,6 +379,11 @@ class Ledger:
                     continue  # another process created the tables first
                 if "not a database" in str(exc) or "malformed" in str(exc):
                     raise self._not_a_ledger("its file is not an SQLite database") from None
+                if "readonly database" in str(exc) or _sqlite_not_writable(self.url):  # mode bits, chattr +i, directory
+                    raise LedgerError(
+                        f"ledger {self._safe_url()} is read-only for this process (file or directory permissions, or "
+                        "an immutable file): nothing was charged; make it writable or point --ledger at a writable "
+                        "ledger") from None
                 raise LedgerError(
                     f"ledger {self._safe_url()} cannot be opened ({_first_line(exc)}); check --ledger / FDP_LEDGER_URL"
                 ) from None
@@ -1580,6 +1585,19 @@ def sqlite_ledger_file(url: str) -> Path | None:
     if parsed.get_backend_name() != "sqlite" or not parsed.database or parsed.query.get("uri") == "true":
         return None
     return Path(parsed.database).expanduser()
+
+
+def _sqlite_not_writable(url: str) -> bool:
+    """A SQLite ledger whose file or directory this process cannot write.
+
+    SQLite says "attempt to write a readonly database" for a read-only file, but "unable to open database
+    file" when it cannot create its journal beside it; ``os.access`` also sees an immutable file or
+    directory (``chattr +i``) as not writable, even for root.
+    """
+    path = sqlite_ledger_file(url)
+    if path is None or not path.parent.is_dir():
+        return False
+    return not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK))
 
 
 def _read_only_sqlite(db: str) -> Engine:

@@ -174,8 +174,14 @@ def test_reader_errors_name_the_row_and_clamp_is_counted(tmp_path: Path) -> None
                               label_column="y", binary_labels=True)  # default: record-wise, the label's sign
     assert signed.labels.tolist() == [1.0, -1.0, 1.0] and signed.n_relabelled == 1
     pd.DataFrame({"id": ["a"], "x": [float("nan")]}).to_csv(path, index=False)
-    with pytest.raises(DataError, match="non-finite entry at row 1"):
+    with pytest.raises(DataError, match="non-finite entry at row 1") as info:  # a KDE: no label to ask for
         read_point_table(path, "csv", unit_column="id", coordinate_columns=["x"], domain=[(0.0, 10.0)])
+    assert str(info.value).endswith("every point needs finite coordinates: drop the incomplete rows before the release "
+                                    "(complete cases) or fill them in by an imputation rule fixed a priori")
+    pd.DataFrame({"id": ["a", "b"], "x": [1.0, 2.0], "y": [1.0, float("nan")]}).to_csv(path, index=False)
+    with pytest.raises(DataError, match="column 'y' has a missing or non-finite entry at row 2; every point needs "
+                                        "finite coordinates and label: drop the incomplete rows"):  # ERM
+        read_point_table(path, "csv", unit_column="id", coordinate_columns=["x"], domain=[(0.0, 10.0)], label_column="y")
     with pytest.raises(DataError, match="missing column"):
         read_point_table(path, "csv", unit_column="id", coordinate_columns=["z"], domain=[(0.0, 10.0)])
 

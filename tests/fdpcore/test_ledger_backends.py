@@ -98,3 +98,52 @@ def test_ledger_id_is_made_once_and_differs_between_ledgers(ledger_url: str, tmp
     assert first == Ledger(ledger_url).ledger_id  # reopening keeps it
     other = Ledger(f"sqlite:///{tmp_path / 'other.sqlite'}").ledger_id
     assert len({first, other}) == 2 and all(len(i) == 36 for i in (first, other))
+
+
+def _read_only_engine(path):  # noqa: ANN001, ANN202 - the SQLite file opened read-only, as a ledger that cannot be written
+    import sqlite3
+
+    uri = f"{path.resolve().as_uri()}?mode=ro"
+    return lambda url, read_only=False: sa.create_engine("sqlite://", creator=lambda: sqlite3.connect(uri, uri=True))
+
+
+READ_ONLY_MESSAGE = ("is read-only for this process (file or directory permissions, or an immutable file): nothing was "
+                     "charged; make it writable or point --ledger at a writable ledger")
+
+
+@pytest.mark.parametrize("how", ["read-only-uri", "chmod-444", "chmod-555-directory", "chattr-immutable",
+                                 "chattr-immutable-directory"])
+def test_a_read_only_sqlite_ledger_is_named_as_read_only_and_left_unchanged(tmp_path, monkeypatch, how: str) -> None:  # noqa: ANN001
+    """Finding 6 (trial G): the cause is permissions, not a mistyped URL, and the raw SQLAlchemy text is not shown."""
+    import hashlib
+    import os
+    import shutil
+    import subprocess
+
+    from fdpcore.ledger import _store
+
+    path = tmp_path / "ledger.sqlite"
+    url = f"sqlite:///{path}"
+    Ledger(url).ensure_dataset("ds", 1.0, 0.0)
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    if how == "read-only-uri":  # works as root too: SQLite itself refuses the write (SQLITE_READONLY)
+        monkeypatch.setattr(_store, "_engine", _read_only_engine(path))
+    elif how.startswith("chmod"):
+        if os.geteuid() == 0:
+            pytest.skip("root writes a mode-444 file or into a mode-555 directory anyway (docs/operations.md says so)")
+        (path.chmod(0o444) if how == "chmod-444" else tmp_path.chmod(0o555))
+    else:
+        target = path if how == "chattr-immutable" else tmp_path  # a directory: SQLite cannot create its journal
+        if shutil.which("chattr") is None or subprocess.run(["chattr", "+i", str(target)], capture_output=True).returncode:
+            pytest.skip("chattr +i is not available here (needs root and a file system that supports it)")
+    try:
+        with pytest.raises(LedgerError) as info:
+            Ledger(url)
+    finally:
+        if how.startswith("chattr"):
+            subprocess.run(["chattr", "-i", str(target)], check=True)
+        tmp_path.chmod(0o755)
+    message = str(info.value)
+    assert message == f"ledger {url} {READ_ONLY_MESSAGE}"
+    assert "OperationalError" not in message and "FDP_LEDGER_URL" not in message
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before

@@ -326,3 +326,41 @@ def test_a_prefect_server_error_is_named_as_the_server_s_not_as_a_bug_in_fdp() -
     assert "the Prefect server answered HTTP 500" in text and "bug in fdp" not in text and "fdp audit show" in text
     client = PrefectHTTPStatusError("Client error '422'", request=request, response=httpx.Response(422, request=request))
     assert "bug in fdp" in _unexpected(client)  # a 4xx is a request fdp made wrongly
+
+
+def test_a_read_only_ledger_exits_1_saying_so_and_nothing_is_charged(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Finding 6 (trial G): permissions, not a typo; docs/cli.md's exit 1 for a ledger that cannot be used."""
+    import sqlalchemy as sa
+
+    from fdpcore.ledger import _store
+
+    path = tmp_path / "l.sqlite"
+    url = f"sqlite:///{path}"
+    Ledger(url).ensure_dataset("ds", 2.0, 0.0)
+    uri = f"{path.resolve().as_uri()}?mode=ro"  # SQLite refuses every write, as for a chattr +i file (also as root)
+    monkeypatch.setattr(_store, "_engine", lambda u, read_only=False: sa.create_engine(
+        "sqlite://", creator=lambda: sqlite3.connect(uri, uri=True)))
+    assert main(["budget", "set", "ds", "--epsilon", "5", "--ledger", url]) == 1
+    err = capsys.readouterr().err
+    assert f"ledger {url} is read-only for this process" in err and "nothing was charged" in err
+    assert "OperationalError" not in err and "check --ledger" not in err
+    monkeypatch.undo()
+    assert Ledger(url).budgets("ds")[0].total == (2.0, 0.0)
+
+
+@pytest.mark.parametrize("ledger_exists", [True, False])
+def test_audit_show_refuses_an_invalid_release_id_before_reading_the_ledger(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], ledger_exists: bool) -> None:
+    """Finding 9 (trial G): an id no release can have is invalid (exit 2), not "not in the ledger"; unknown ids exit 2
+    and a missing ledger 1, as docs/cli.md says."""
+    url = f"sqlite:///{tmp_path / 'l.sqlite'}"
+    if ledger_exists:
+        Ledger(url)
+    assert main(["audit", "show", "bad id/..", "--ledger", url]) == 2
+    err = capsys.readouterr().err
+    assert "release id ('bad id/..') must be 1-128 letters, digits" in err and "not in the ledger" not in err
+    assert (tmp_path / "l.sqlite").exists() == ledger_exists  # nothing created
+    assert main(["audit", "show", "no-such-release", "--ledger", url]) == (2 if ledger_exists else 1)
+    err = capsys.readouterr().err
+    assert ("is not in the ledger" if ledger_exists else "does not exist") in err
