@@ -380,15 +380,17 @@ class Ledger:
                 if "not a database" in str(exc) or "malformed" in str(exc):
                     raise self._not_a_ledger("its file is not an SQLite database") from None
                 if "readonly database" in str(exc) or _sqlite_not_writable(self.url):  # mode bits, chattr +i, directory
-                    raise LedgerError(
-                        f"ledger {self._safe_url()} is read-only for this process (file or directory permissions, or "
-                        "an immutable file): nothing was charged; make it writable or point --ledger at a writable "
-                        "ledger") from None
+                    raise self._not_writable() from None
                 raise LedgerError(
                     f"ledger {self._safe_url()} cannot be opened ({_first_line(exc)}); check --ledger / FDP_LEDGER_URL"
                 ) from None
             except sa.exc.DatabaseError as exc:  # e.g. random bytes or text where the SQLite file should be
                 raise self._not_a_ledger(f"{_first_line(exc.orig if exc.orig is not None else exc)}") from None
+
+    def _not_writable(self) -> LedgerError:
+        return LedgerError(f"ledger {self._safe_url()} is read-only for this process (file or directory permissions, or "
+                           "an immutable file): nothing was charged; make it writable or point --ledger at a writable "
+                           "ledger")
 
     def _not_a_ledger(self, why: str) -> LedgerError:
         return LedgerError(f"ledger {self._safe_url()} cannot be opened: not an fdp ledger ({why}); check --ledger / "
@@ -472,6 +474,8 @@ class Ledger:
                 raise  # e.g. IntegrityError, which callers handle
             if self.read_only and "readonly" in str(exc):
                 raise LedgerError(f"ledger {self._safe_url()} was opened read-only; this command cannot change it") from None
+            if "readonly database" in str(exc) or _sqlite_not_writable(self.url):  # e.g. its directory: no journal
+                raise self._not_writable() from None
             raise LedgerError(f"ledger {self._safe_url()} is unavailable ({_first_line(exc)}); nothing was changed") from None
 
     # ----------------------------------------------------------------- datasets

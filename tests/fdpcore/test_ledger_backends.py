@@ -124,7 +124,9 @@ def test_a_read_only_sqlite_ledger_is_named_as_read_only_and_left_unchanged(tmp_
 
     path = tmp_path / "ledger.sqlite"
     url = f"sqlite:///{path}"
-    Ledger(url).ensure_dataset("ds", 1.0, 0.0)
+    ledger = Ledger(url)
+    ledger.ensure_dataset("ds", 1.0, 0.0)
+    ledger.engine.dispose()  # closed, as after an earlier run (an open WAL file could still be written)
     before = hashlib.sha256(path.read_bytes()).hexdigest()
     if how == "read-only-uri":  # works as root too: SQLite itself refuses the write (SQLITE_READONLY)
         monkeypatch.setattr(_store, "_engine", _read_only_engine(path))
@@ -137,8 +139,8 @@ def test_a_read_only_sqlite_ledger_is_named_as_read_only_and_left_unchanged(tmp_
         if shutil.which("chattr") is None or subprocess.run(["chattr", "+i", str(target)], capture_output=True).returncode:
             pytest.skip("chattr +i is not available here (needs root and a file system that supports it)")
     try:
-        with pytest.raises(LedgerError) as info:
-            Ledger(url)
+        with pytest.raises(LedgerError) as info:  # the open refuses (a file), or the first write (a directory)
+            Ledger(url).ensure_dataset("other", 1.0, 0.0)
     finally:
         if how.startswith("chattr"):
             subprocess.run(["chattr", "-i", str(target)], check=True)

@@ -241,3 +241,97 @@ def test_a_missing_data_file_exits_2_before_the_temporary_server(tmp_path: Path)
     assert proc.returncode == 2
     assert proc.stderr.startswith("fdp: error: dataset.path: file ") and "nowhere.parquet' does not exist" in proc.stderr
     assert len(proc.stderr.splitlines()) == 1 and not (tmp_path / "prefect-home").exists()
+
+
+# --- signals before a command runs (fdp.flows.console, the console script) -----------------------------------------
+
+#: what pip's console script for ``fdp`` runs (pyproject.toml [project.scripts])
+CONSOLE_SCRIPT = "import sys\nfrom fdp.flows.console import main\nsys.exit(main())"
+
+
+def test_the_console_script_is_fdp_flows_console_and_imports_only_the_standard_library() -> None:
+    import tomllib
+
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts == {"fdp": "fdp.flows.console:main"}
+    out = _fresh(f"""
+        before = set(sys.modules)
+        import fdp.flows.console
+        out = {{"new": sorted(m for m in set(sys.modules) - before if m.split('.')[0] in
+                ("fdp", "fdpcore", "numpy", "pyarrow", "sqlalchemy", "pydantic", "prefect"))}}
+    """)
+    assert out == {"new": ["fdp", "fdp.flows", "fdp.flows.console", "fdp.flows.interrupts"]}
+
+
+def _catches(pid: int, signum: int) -> bool:
+    """The process has a handler for ``signum`` (bit signum - 1 of SigCgt in /proc/PID/status)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    caught = int(next(line for line in status.splitlines() if line.startswith("SigCgt:")).split()[1], 16)
+    return bool(caught >> (signum - 1) & 1)
+
+
+def _start_release(tmp_path: Path, sigint: object) -> subprocess.Popen[str]:
+    """`fdp release` through the console script, SIGINT set to ``sigint`` at exec (as a terminal or a script's `&`)."""
+    import signal
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CONSOLE_SCRIPT, "release", str(EXAMPLE), "--ledger", f"sqlite:///{tmp_path / 'l.sqlite'}",
+         "--release-id", "early", "--out", str(tmp_path / "out")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, sigint))  # type: ignore[arg-type]
+    import time
+
+    deadline = time.monotonic() + 60
+    while not _catches(proc.pid, signal.SIGTERM):  # fdp.flows.console.main has started: its first line ran
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.001)
+    return proc
+
+
+@pytest.mark.parametrize(("name", "code"), [("SIGINT", 130), ("SIGTERM", 143)])
+def test_a_signal_while_fdp_is_still_importing_ends_it_with_one_line_and_the_signals_exit_code(
+        tmp_path: Path, name: str, code: int) -> None:
+    """Finding 7 (trial G): no KeyboardInterrupt traceback (SIGINT), no silent exit (SIGTERM) in the first seconds."""
+    import signal
+
+    proc = _start_release(tmp_path, signal.SIG_DFL)
+    proc.send_signal(getattr(signal, name))  # at once: the imports of fdp.flows.cli take over a second
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == code, err[-3000:]
+    shown = "SIGINT (Ctrl-C)" if name == "SIGINT" else "SIGTERM"
+    assert err == f"fdp: error: stopped by {shown} before anything was read or charged\n" and out == ""
+    assert not (tmp_path / "l.sqlite").exists() and not (tmp_path / "out").exists()
+
+
+def test_a_background_release_started_with_sigint_ignored_keeps_ignoring_it(tmp_path: Path) -> None:
+    """POSIX: a script's `fdp release ... &` starts with SIGINT ignored; fdp keeps it so (docs/cli.md: use SIGTERM)."""
+    import signal
+    import time
+
+    proc = _start_release(tmp_path, signal.SIG_IGN)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(1.0)
+    assert proc.poll() is None, proc.communicate()
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err[-3000:]
+    assert "stopped by SIGTERM" in err and "Traceback" not in err and "SIGINT" not in err
+
+
+def test_a_release_keeps_a_signal_ignored_at_start_ignored_and_handles_the_other() -> None:
+    """fdp.flows.interrupts.interrupts, the handler of a running release, leaves SIGINT ignored as the process got it."""
+    import signal
+
+    from fdp.flows.interrupts import interrupts
+
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with interrupts(lambda signum: ""):
+            inside = (signal.getsignal(signal.SIGINT), getattr(signal.getsignal(signal.SIGTERM), "__name__", None))
+        assert inside == (signal.SIG_IGN, "_raise")
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, old)
