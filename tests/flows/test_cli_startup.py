@@ -254,11 +254,11 @@ def test_the_console_script_is_fdp_flows_console_and_imports_only_the_standard_l
 
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts == {"fdp": "fdp.flows.console:main"}
-    out = _fresh(f"""
+    out = _fresh("""
         before = set(sys.modules)
         import fdp.flows.console
-        out = {{"new": sorted(m for m in set(sys.modules) - before if m.split('.')[0] in
-                ("fdp", "fdpcore", "numpy", "pyarrow", "sqlalchemy", "pydantic", "prefect"))}}
+        out = {"new": sorted(m for m in set(sys.modules) - before if m.split('.')[0] in
+                ("fdp", "fdpcore", "numpy", "pyarrow", "sqlalchemy", "pydantic", "prefect"))}
     """)
     assert out == {"new": ["fdp", "fdp.flows", "fdp.flows.console", "fdp.flows.interrupts"]}
 
