@@ -363,4 +363,4 @@ def test_audit_show_refuses_an_invalid_release_id_before_reading_the_ledger(
     assert (tmp_path / "l.sqlite").exists() == ledger_exists  # nothing created
     assert main(["audit", "show", "no-such-release", "--ledger", url]) == (2 if ledger_exists else 1)
     err = capsys.readouterr().err
-    assert ("is not in the ledger" if ledger_exists else "does not exist") in err
+    assert ("is not in the ledger" if ledger_exists else "no fdp ledger at") in err
