@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
-__all__ = ["NOISE_BAND_LABEL", "T2_BAND_LABEL", "coefficients_png", "curves_png", "error_vs_epsilon_png", "legend_of",
-           "profiles_png", "surface_png"]
+__all__ = ["MAX_COLUMNS", "NOISE_BAND_LABEL", "T2_BAND_LABEL", "coefficients_png", "curves_png", "error_vs_epsilon_png",
+           "labels_of", "legend_of", "profiles_png", "surface_png", "title_of"]
 
 #: The label of every pointwise noise band: it is the noise's spread around the release, never a confidence interval
 #: for the truth (clipping and smoothing bias are outside it).
@@ -22,6 +22,12 @@ NOISE_BAND_LABEL = "noise-only 95% band (not a confidence interval)"
 T2_BAND_LABEL = "T2 noise band (not a confidence interval)"
 #: The PNG text key that holds a plot's legend labels (so a reader, or a test, can read them without the image).
 LEGEND_KEY = "Description"
+#: The PNG text key that holds a plot's title (and subtitle), unwrapped.
+TITLE_KEY = "Title"
+#: The PNG text key that holds a plot's axis and colour-bar labels (``x: … | y: … | colour bar: …``).
+LABELS_KEY = "Comment"
+#: The most panels a row of a multi-panel plot holds (more panels wrap onto further rows).
+MAX_COLUMNS = 3
 
 
 @cache
@@ -45,25 +51,26 @@ def curves_png(
     band: tuple[Any, Any] | None = None,
     band_label: str = NOISE_BAND_LABEL,
     zero_line: bool = False,
+    styles: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> bytes:
-    """One line per released curve (and an optional band) as PNG bytes, without volatile metadata."""
+    """One line per released curve (and an optional band) as PNG bytes, without volatile metadata.
+
+    ``styles`` overrides the line style of a named curve (e.g. a thin dashed line for a secondary curve).
+    """
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.0, 3.6), dpi=100)
     if band is not None:
         ax.fill_between(t, band[0], band[1], color="tab:blue", alpha=0.18, linewidth=0, label=band_label)
     for label, values in curves.items():
-        ax.plot(t, values, marker="o", markersize=2.5, linewidth=1.2, label=label)
+        style = {"marker": "o", "markersize": 2.5, "linewidth": 1.2, **(styles or {}).get(label, {})}
+        ax.plot(t, values, label=label, **style)
     if zero_line:
         ax.axhline(0.0, color="0.7", linewidth=0.8)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    sink = io.BytesIO()
-    fig.savefig(sink, format="png", metadata={"Software": None, LEGEND_KEY: _legend_text(ax)})
-    plt.close(fig)
-    return sink.getvalue()
+    return _finish(plt, fig, [ax.title], legend_ax=ax)
 
 
 def _legend_text(ax: Any) -> str:
@@ -71,28 +78,44 @@ def _legend_text(ax: Any) -> str:
     return "legend: " + " | ".join(ax.get_legend_handles_labels()[1])
 
 
-def legend_of(png: bytes) -> str:
-    """The legend text a plot of this module stored in its PNG (``''`` when it stored none)."""
+def _info(png: bytes, key: str) -> str:
+    """The PNG text chunk ``key`` of ``png`` (``''`` when absent)."""
     from PIL import Image
 
     with Image.open(io.BytesIO(png)) as image:
-        return str(image.info.get(LEGEND_KEY, ""))
+        return str(image.info.get(key, ""))
 
 
-def surface_png(x: Any, y: Any, values: Any, *, xlabel: str, ylabel: str, title: str, colorbar: str) -> bytes:
-    """A released surface on a tensor grid (``values`` is ``len(x) x len(y)``, row-major) as PNG bytes."""
+def legend_of(png: bytes) -> str:
+    """The legend text a plot of this module stored in its PNG (``''`` when it stored none)."""
+    return _info(png, LEGEND_KEY)
+
+
+def title_of(png: bytes) -> str:
+    """The title (and subtitle) a plot of this module stored in its PNG, unwrapped (``''`` when it stored none)."""
+    return _info(png, TITLE_KEY)
+
+
+def labels_of(png: bytes) -> str:
+    """The axis and colour-bar labels a plot of this module stored in its PNG (``''`` when it stored none)."""
+    return _info(png, LABELS_KEY)
+
+
+def surface_png(x: Any, y: Any, values: Any, *, xlabel: str, ylabel: str, title: str, colorbar: str,
+                subtitle: str | None = None) -> bytes:
+    """A released surface on a tensor grid (``values`` is ``len(x) x len(y)``, row-major) as PNG bytes.
+
+    ``subtitle`` (a second, smaller title line) states a public number next to the colour scale, e.g. the
+    expected size of the noise in the surface's units.
+    """
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(5.6, 4.4), dpi=100)
+    fig, ax = plt.subplots(figsize=(5.6, 4.6 if subtitle else 4.4), dpi=100)
     mesh = ax.pcolormesh(y, x, values, shading="nearest", cmap="viridis")
-    fig.colorbar(mesh, ax=ax, label=colorbar)
+    bar = fig.colorbar(mesh, ax=ax, label=colorbar)
     ax.set_xlabel(ylabel)
     ax.set_ylabel(xlabel)
-    ax.set_title(title, fontsize=10)
-    fig.tight_layout()
-    sink = io.BytesIO()
-    fig.savefig(sink, format="png", metadata={"Software": None})
-    plt.close(fig)
-    return sink.getvalue()
+    ax.set_title(title if subtitle is None else f"{title}\n{subtitle}", fontsize=10 if subtitle is None else 9)
+    return _finish(plt, fig, [ax.title], labels=f"x: {ylabel} | y: {xlabel} | colour bar: {bar.ax.get_ylabel()}")
 
 
 def error_vs_epsilon_png(report: Mapping[str, Any]) -> bytes:
@@ -129,11 +152,7 @@ def error_vs_epsilon_png(report: Mapping[str, Any]) -> bytes:
     ax.set_ylabel("source units squared" if fpca else "source units")
     ax.set_title(f"fdp plan: {report['summary']} of {report['dataset_id']} (n = {report['n']}); nothing charged",
                  fontsize=9)
-    fig.tight_layout()
-    sink = io.BytesIO()
-    fig.savefig(sink, format="png", metadata={"Software": None, LEGEND_KEY: _legend_text(ax)})
-    plt.close(fig)
-    return sink.getvalue()
+    return _finish(plt, fig, [ax.title], legend_ax=ax)
 
 
 def coefficients_png(t: Any, curves: Mapping[str, Any], bands: Mapping[str, tuple[Any, Any]], *, xlabel: str,
@@ -141,44 +160,94 @@ def coefficients_png(t: Any, curves: Mapping[str, Any], bands: Mapping[str, tupl
     """One panel per released coefficient curve with its noise band (private values only), as PNG bytes.
 
     FoSR's band is the noise of ``T2`` alone (:data:`T2_BAND_LABEL`), not a confidence band for the coefficient.
+    The panels fill rows of at most :data:`MAX_COLUMNS`.
     """
     plt = _pyplot()
-    k = len(curves)
-    fig, axes = plt.subplots(1, k, figsize=(3.4 * k, 3.4), dpi=100, squeeze=False)
-    for ax, (name, values) in zip(axes[0], curves.items(), strict=True):
+    fig, panels = _panel_grid(plt, len(curves), width=3.4, height=3.0)
+    for ax, (name, values) in zip(panels, curves.items(), strict=True):
         lo, hi = bands[name]
         ax.fill_between(t, lo, hi, color="tab:blue", alpha=0.18, linewidth=0, label=band_label)
         ax.plot(t, values, linewidth=1.4, color="tab:blue", label="private estimate")
         if name != "intercept":
             ax.axhline(0.0, color="0.6", linewidth=0.8)
         ax.set_title(f"beta_{name}", fontsize=9)
-        ax.set_xlabel(xlabel)
-    return _panels_png(plt, fig, axes, ylabel=ylabel, title=title)
+    return _panels_png(plt, fig, panels, xlabel=xlabel, ylabel=ylabel, title=title)
 
 
 def profiles_png(t: Any, base: Any, directions: Mapping[str, Any], *, xlabel: str, ylabel: str, title: str,
                  base_label: str) -> bytes:
-    """One panel per direction: a public base curve and base +/- the (private) direction, as PNG bytes."""
+    """One panel per direction: a public base curve and base +/- the (private) direction, as PNG bytes.
+
+    The panels fill rows of at most :data:`MAX_COLUMNS`.
+    """
     plt = _pyplot()
-    k = len(directions)
-    fig, axes = plt.subplots(1, k, figsize=(3.6 * k, 3.5), dpi=100, squeeze=False)
-    for ax, (name, d) in zip(axes[0], directions.items(), strict=True):
+    fig, panels = _panel_grid(plt, len(directions), width=3.6, height=3.1)
+    for ax, (name, d) in zip(panels, directions.items(), strict=True):
         ax.plot(t, base, color="0.3", linewidth=1.4, label=base_label)
         ax.plot(t, base + d, color="tab:red", linewidth=1.2, linestyle="--", label="+ component")
         ax.plot(t, base - d, color="tab:blue", linewidth=1.2, linestyle=":", label="- component")
         ax.set_title(name, fontsize=9)
-        ax.set_xlabel(xlabel)
-    return _panels_png(plt, fig, axes, ylabel=ylabel, title=title)
+    return _panels_png(plt, fig, panels, xlabel=xlabel, ylabel=ylabel, title=title)
 
 
-def _panels_png(plt: Any, fig: Any, axes: Any, *, ylabel: str, title: str) -> bytes:
-    """Finish a row of panels (y label and legend on the first, a title over all) and return it as PNG bytes."""
-    axes[0][0].set_ylabel(ylabel)
-    axes[0][0].legend(fontsize=7)
-    width = fig.get_size_inches()[0]
-    fig.suptitle(textwrap.fill(title, width=max(30, int(15 * width))), fontsize=9)  # ~15 characters per inch at 9 pt
+def _panel_grid(plt: Any, k: int, *, width: float, height: float) -> tuple[Any, list[Any]]:
+    """A figure of ``k`` panels of ``width x height`` inches in rows of at most :data:`MAX_COLUMNS` (spares removed)."""
+    cols = min(k, MAX_COLUMNS)
+    rows = -(-k // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows + 0.6), dpi=100, squeeze=False)
+    flat = list(axes.ravel())
+    for spare in flat[k:]:
+        fig.delaxes(spare)
+    return fig, flat[:k]
+
+
+def _panels_png(plt: Any, fig: Any, panels: list[Any], *, xlabel: str, ylabel: str, title: str) -> bytes:
+    """Finish a grid of panels (y label on the first column, x label on the last row of each column, the legend
+    on the first panel, a title over all) and return it as PNG bytes."""
+    cols = min(len(panels), MAX_COLUMNS)
+    for i, ax in enumerate(panels):
+        if i % cols == 0:
+            ax.set_ylabel(ylabel)
+        if i + cols >= len(panels):  # nothing below it
+            ax.set_xlabel(xlabel)
+    panels[0].legend(fontsize=7)
+    suptitle = fig.suptitle(title, fontsize=9)
+    return _finish(plt, fig, [suptitle], legend_ax=panels[0], labels=f"x: {xlabel} | y: {ylabel}")
+
+
+def _finish(plt: Any, fig: Any, titles: list[Any], *, legend_ax: Any = None, labels: str | None = None) -> bytes:
+    """Wrap titles and labels until every one lies inside the figure, then render the PNG bytes (no volatile metadata).
+
+    The PNG's text carries the unwrapped title(s) (:data:`TITLE_KEY`), the legend (:data:`LEGEND_KEY`) and the
+    axis labels (:data:`LABELS_KEY`), so a reader or a test can read them without the image.
+    """
+    if labels is None:
+        ax = fig.axes[0]
+        labels = f"x: {ax.get_xlabel()} | y: {ax.get_ylabel()}"
+    metadata = {"Software": None, TITLE_KEY: " | ".join(" ".join(t.get_text().split("\n")) for t in titles),
+                LABELS_KEY: labels}
+    if legend_ax is not None:
+        metadata[LEGEND_KEY] = _legend_text(legend_ax)
+    wrappable = [*titles, *(label for ax in fig.axes for label in (ax.xaxis.label, ax.yaxis.label))]
+    texts = {id(a): a.get_text() for a in wrappable}
+    widths = {id(a): max(len(line) for line in a.get_text().split("\n")) for a in wrappable}
     fig.tight_layout()
+    renderer = fig.canvas.get_renderer()
+    for _ in range(12):  # each round narrows every text still outside by 15 %
+        outside = [a for a in wrappable if a.get_text() and widths[id(a)] > 16 and _overflows(fig, a, renderer)]
+        if not outside:
+            break
+        for artist in outside:
+            widths[id(artist)] = int(widths[id(artist)] * 0.85)
+            artist.set_text("\n".join(textwrap.fill(line, widths[id(artist)]) for line in texts[id(artist)].split("\n")))
+        fig.tight_layout()
     sink = io.BytesIO()
-    fig.savefig(sink, format="png", metadata={"Software": None, LEGEND_KEY: _legend_text(axes[0][0])})
+    fig.savefig(sink, format="png", metadata=metadata)
     plt.close(fig)
     return bytes(sink.getvalue())
+
+
+def _overflows(fig: Any, artist: Any, renderer: Any) -> bool:
+    """Whether a text reaches outside the figure (1 px tolerance)."""
+    box, extent = fig.bbox, artist.get_window_extent(renderer)
+    return bool(extent.x0 < box.x0 - 1 or extent.y0 < box.y0 - 1 or extent.x1 > box.x1 + 1 or extent.y1 > box.y1 + 1)

@@ -164,6 +164,24 @@ def _lower_bound(plan: Any) -> float:
     return tau**2 * lam_max / (2 * n) if plan.centering == "public" else (n - 1) * tau**2 * lam_max / (2 * n**2)
 
 
+def _surface_names(config: CovarianceReleaseConfig) -> tuple[str, str]:
+    """What the released surface is for the config's centring: a title phrase and a colour-bar name.
+
+    Only a centre on the mean makes it a covariance; a public centre makes it the second moment about that
+    centre (docs/summaries/covariance.md).
+    """
+    c = config.centering
+    if c.kind == "public" and c.reference is None:
+        offset = f"value_offset {config.dataset.value_offset:g}"
+        return f"second moment about {offset} (not a covariance about the mean)", f"second moment about {offset}"
+    if c.kind == "public":
+        return ("second moment about the public reference curve (not a covariance about the mean)",
+                "second moment about the reference")
+    if c.kind == "private_mean":
+        return f"covariance (centred on the private mean release {c.release_id!r})", "covariance"
+    return "covariance (centred on the sample mean)", "covariance"
+
+
 def public_covariance_release(
     release_id: str, config: CovarianceReleaseConfig, plan: CovariancePlanEnvelope, coefficients: Any,
     prov: dict[str, Any],
@@ -186,9 +204,15 @@ def public_covariance_release(
     eig_cols.update({f"eigenfunction_{r + 1}": funs[:, r] for r in range(k)})
     eig_cols.update({f"eigenvalue_{r + 1}": np.full(grid.size, values[r] * ds.value_scale**2) for r in range(k)})
     eig_pq = _publish._parquet_bytes(eig_cols, meta)
-    png = surface_png(t_source, t_source, surface, xlabel=f"{ds.time_column} (s)", ylabel=f"{ds.time_column} (t)",
-                      title=f"{release_id}: private covariance surface", colorbar=f"covariance ({ds.value_column} squared)")
     l2_source, l2 = expected_l2_error(config, p)  # type: ignore[misc]
+    what, short = _surface_names(config)
+    length = float(grid.domain_range[1] - grid.domain_range[0])
+    units = f"{ds.value_column} squared"
+    rms = "its root mean square" if length == 1.0 else f"{length:g} x its root mean square ({l2_source / length:.3g})"
+    png = surface_png(t_source, t_source, surface, xlabel=f"{ds.time_column} (s)", ylabel=f"{ds.time_column} (t)",
+                      title=f"{release_id}: private {what}", colorbar=f"{short} ({units})",
+                      subtitle=f"noise only (bias not included): expected L2 error {l2_source:.3g} {units} = {rms} "
+                               "over the surface")
     unit = ds.privacy_unit
     guarantee = (f"pure {p.epsilon:g}-differential privacy for each {_publish.unit_noun(unit)} (replace-one adjacency, n public), by the "
                  "tensor ICLP-QR mechanism with Laplace noise on the upper triangle of the surface's coefficients"

@@ -131,9 +131,10 @@ def _fpca_guarantee(p: FpcaPlan, unit: str) -> str:
 
 
 def _components_png(t_source: Any, curves: Any, config: FpcaReleaseConfig, plan: FpcaPlanEnvelope) -> bytes:
-    """Each private component as a way curves differ from a typical curve, for a reader who is not a statistician.
+    """Each private component as a way curves vary around the public centre, for a reader who is not a statistician.
 
-    The typical curve is public: the config's reference curve (or ``value_offset``). Each panel shows it and
+    The centre is public and is not a mean: the config's reference curve, or the constant ``value_offset`` (the
+    components are then those of the second moment about it; docs/summaries/fpca.md). Each panel shows it and
     the reference +/- a public amount (``tau / 2`` in rescaled units, i.e. half the clipping radius) along the
     component; the component's variance is not released, so the size of the band is illustrative only.
     """
@@ -141,12 +142,14 @@ def _components_png(t_source: Any, curves: Any, config: FpcaReleaseConfig, plan:
     ref = plan.reference if plan.reference is not None else np.zeros(curves.shape[0])
     base = ds.value_offset + ds.value_scale * np.asarray(ref)
     step = ds.value_scale * plan.plan.tau / 2.0
+    centre = "the public reference curve" if plan.reference is not None else f"the constant value_offset {ds.value_offset:g}"
     k = curves.shape[1]
     return profiles_png(
         t_source, base, {f"component {r + 1}": step * curves[:, r] for r in range(k)}, xlabel=ds.time_column,
         ylabel=ds.value_column,
-        title="How curves differ from a typical curve: each private component (sign and size illustrative)",
-        base_label="typical curve (public reference)" if plan.reference is not None else "public value_offset",
+        title=(f"How curves vary around {centre} (a public centre, not the data's mean curve): each private "
+               "component (sign and size illustrative)"),
+        base_label="public reference curve" if plan.reference is not None else f"public value_offset {ds.value_offset:g}",
     )
 
 

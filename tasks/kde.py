@@ -16,7 +16,7 @@ import numpy as np
 from fdp.schemas import ChargeRequest
 from fdp.schemas.kde import KdeReleaseConfig, PointBatch, PointManifest, PointPlanEnvelope, PointSummary
 from fdp.tasks import _publish
-from fdp.tasks._plots import curves_png, surface_png
+from fdp.tasks._plots import NOISE_BAND_LABEL, curves_png, surface_png
 from fdp.tasks._settings import data_task, noise_task
 from fdp.tasks.ledger import close_release, mark_noised, period_and_budget, provenance
 from fdp.tasks.planning import expected_l2_error, kde_plan, noise_band, point_axes, point_error_text, point_value_units
@@ -154,8 +154,8 @@ def public_point_release(
     columns = {**_source_columns(config, plan), **value_columns,
                "band_lower": value_columns["value"] - band_source, "band_upper": value_columns["value"] + band_source}
     parquet = _publish._parquet_bytes(columns, {"fdp.release_id": release_id, "fdp.dataset_id": ds.id})
-    png = _plot(release_id, config, columns)
     l2_source, l2_scaled = expected_l2_error(config, plan)  # type: ignore[misc]
+    png = _plot(release_id, config, columns, l2_source)
     axes = plan.space.axes
     parameters: dict[str, Any] = {
         "grid": {"rule": axes[0].rule, "size": axes[0].size, "domain": list(axes[0].domain_range),
@@ -188,18 +188,43 @@ def public_point_release(
             "files": {_publish.RELEASE_FILE: base64.b64encode(parquet).decode(), _publish.PLOT_FILE: base64.b64encode(png).decode()}}
 
 
-def _plot(release_id: str, config: Any, columns: dict[str, Any]) -> bytes:
-    """The released values (first released column) on the grid: a curve in 1-D, a surface in 2-D."""
+def _plot(release_id: str, config: Any, columns: dict[str, Any], l2_source: float) -> bytes:
+    """The released values on the grid: a curve in 1-D, a surface in 2-D.
+
+    A KDE plots its ``density`` column (the raw ``value`` clipped at 0 and renormalised, the column a reader uses);
+    in 1-D the raw value is drawn too, labelled as such, with the noise band (which is the raw value's). ERM
+    plots its ``value``. A 2-D surface states the noise's expected size (public, from the plan) in its subtitle.
+    """
     names = list(config.dataset.coordinate_columns)
     value = np.asarray(columns["value"])
-    title = f"{release_id}: released {config.summary} (private values only)"
+    density = "density" in columns
+    if density:
+        per = f"per unit of {names[0]}" if len(names) == 1 else f"per unit of {names[0]} x {names[1]}"
+        label, units = f"density ({per})", per
+        title = (f"{release_id}: private density (the `density` column: the raw private value clipped at 0 and "
+                 "renormalised to unit mass)")
+        shown = np.asarray(columns["density"])
+    else:
+        units = point_value_units(config)
+        label = f"value ({units})"
+        title = f"{release_id}: released {config.summary} (private values only)"
+        shown = value
     if len(names) == 1:
         band = (np.asarray(columns["band_lower"]), np.asarray(columns["band_upper"]))
-        return curves_png(columns[names[0]], {"private value": value}, xlabel=names[0], ylabel="value", title=title,
-                          band=band)
+        if not density:
+            return curves_png(columns[names[0]], {"private value": value}, xlabel=names[0], ylabel=label, title=title,
+                              band=band)
+        raw = "raw private value (`value`, before clipping: can be negative)"
+        return curves_png(columns[names[0]], {"private density (`density`)": shown, raw: value}, xlabel=names[0],
+                          ylabel=label, title=title, band=band, band_label=f"{NOISE_BAND_LABEL} of the raw value",
+                          zero_line=True, styles={raw: {"marker": None, "linestyle": "--", "linewidth": 0.9,
+                                                        "color": "0.45"}})
     x, y = np.unique(columns[names[0]]), np.unique(columns[names[1]])
-    return surface_png(x, y, value.reshape(x.size, y.size), xlabel=names[0], ylabel=names[1], title=title,
-                       colorbar="private value")
+    area = math.prod(b - a for a, b in config.dataset.domain)
+    subtitle = (f"noise only{' (of the raw value, before clipping)' if density else ''}: expected L2 error "
+                f"{l2_source:.3g} over the domain, i.e. root mean square {l2_source / math.sqrt(area):.3g} ({units})")
+    return surface_png(x, y, shown.reshape(x.size, y.size), xlabel=names[0], ylabel=names[1], title=title,
+                       colorbar=label, subtitle=subtitle)
 
 
 def publish_point_release(ledger_url: str, release_id: str, config: Any, public: dict[str, Any], out_dir: str,
