@@ -55,10 +55,12 @@ def curves_png(
 ) -> bytes:
     """One line per released curve (and an optional band) as PNG bytes, without volatile metadata.
 
-    ``styles`` overrides the line style of a named curve (e.g. a thin dashed line for a secondary curve).
+    With three or more legend entries the legend sits under the axes, so it never covers a curve. ``styles`` overrides the line style of a named curve (e.g. a thin dashed line for a secondary curve).
     """
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.0, 3.6), dpi=100)
+    entries = len(curves) + (band is not None)
+    below = entries > 2  # three or more entries would cover the curves: the legend goes under the axes
+    fig, ax = plt.subplots(figsize=(6.0, 3.6 + (0.2 * entries + 0.3 if below else 0.0)), dpi=100)
     if band is not None:
         ax.fill_between(t, band[0], band[1], color="tab:blue", alpha=0.18, linewidth=0, label=band_label)
     for label, values in curves.items():
@@ -69,7 +71,10 @@ def curves_png(
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=8)
+    if below:
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
+    else:
+        ax.legend(fontsize=8)
     return _finish(plt, fig, [ax.title], legend_ax=ax)
 
 
@@ -109,7 +114,7 @@ def surface_png(x: Any, y: Any, values: Any, *, xlabel: str, ylabel: str, title:
     expected size of the noise in the surface's units.
     """
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(5.6, 4.6 if subtitle else 4.4), dpi=100)
+    fig, ax = plt.subplots(figsize=(5.6, 4.8 if subtitle else 4.4), dpi=100)
     mesh = ax.pcolormesh(y, x, values, shading="nearest", cmap="viridis")
     bar = fig.colorbar(mesh, ax=ax, label=colorbar)
     ax.set_xlabel(ylabel)

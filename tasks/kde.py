@@ -201,8 +201,7 @@ def _plot(release_id: str, config: Any, columns: dict[str, Any], l2_source: floa
     if density:
         per = f"per unit of {names[0]}" if len(names) == 1 else f"per unit of {names[0]} x {names[1]}"
         label, units = f"density ({per})", per
-        title = (f"{release_id}: private density (the `density` column: the raw private value clipped at 0 and "
-                 "renormalised to unit mass)")
+        title = f"{release_id}: private density (`density` column: raw value clipped at 0, renormalised)"
         shown = np.asarray(columns["density"])
     else:
         units = point_value_units(config)
@@ -221,8 +220,8 @@ def _plot(release_id: str, config: Any, columns: dict[str, Any], l2_source: floa
                                                         "color": "0.45"}})
     x, y = np.unique(columns[names[0]]), np.unique(columns[names[1]])
     area = math.prod(b - a for a, b in config.dataset.domain)
-    subtitle = (f"noise only{' (of the raw value, before clipping)' if density else ''}: expected L2 error "
-                f"{l2_source:.3g} over the domain, i.e. root mean square {l2_source / math.sqrt(area):.3g} ({units})")
+    subtitle = (f"noise only{' (raw value)' if density else ''}: expected L2 error {l2_source:.3g} over the domain "
+                f"= root mean square {l2_source / math.sqrt(area):.3g} ({units})")
     return surface_png(x, y, shown.reshape(x.size, y.size), xlabel=names[0], ylabel=names[1], title=title,
                        colorbar=label, subtitle=subtitle)
 

@@ -12,6 +12,10 @@ import pyarrow.parquet as pq
 import pytest
 from flow_support import REPO, artifacts, release, write_config
 
+from fdp.flows.config import load_config
+from fdp.tasks._plots import labels_of, title_of
+from fdp.tasks.covariance import _surface_names
+
 from fdpcore.basis.grids import midpoint_grid
 from fdpcore.ledger import Ledger
 from fdpcore.privacy.formulas import FORMULAS
@@ -49,6 +53,14 @@ def test_covariance_release_publishes_surface_eigenfunctions_manifest_ledger_and
         assert o["sha256"] == hashlib.sha256((out / o["path"]).read_bytes()).hexdigest()
     assert [o["path"] for o in manifest["outputs"]] == ["release.parquet", "eigenfunctions.parquet", "release.png"]
     assert (out / "release.png").read_bytes()[:4] == b"\x89PNG"  # heat map of the private surface with a colour bar
+    # trial G finding 5: the plot says the surface is the second moment about value_offset, not "covariance", and
+    # states the plan's noise (a public number) in the surface's units next to the colour scale
+    png = (out / "release.png").read_bytes()
+    l2 = manifest["noise"]["expected_l2_error"]
+    assert title_of(png) == ("cov-1: private second moment about value_offset 1500 (not a covariance about the mean) "
+                             f"noise only (bias not included): expected L2 error {l2:.3g} demand_mw squared = its root "
+                             "mean square over the surface")
+    assert labels_of(png).endswith("| colour bar: second moment about value_offset 1500 (demand_mw squared)")
 
     grid = midpoint_grid(48)
     table = pq.read_table(out / "release.parquet").to_pandas()
@@ -93,6 +105,9 @@ def test_centring_by_a_published_private_mean_links_and_composes(tmp_path: Path)
     assert "mean-1" in manifest["privacy"]["guarantee"]
     assert Ledger(ledger).budgets("adelaide-electricity-monday")[0].as_dict()["spent"]["epsilon"] == 2.0
     assert Ledger(ledger).get("cov-2").internal["centering_release_id"] == "mean-1"
+    png = (out / "release.png").read_bytes()
+    assert title_of(png).startswith("cov-2: private covariance (centred on the private mean release 'mean-1') noise only")
+    assert labels_of(png).endswith("| colour bar: covariance (demand_mw squared)")
 
     # a covariance release cannot be used as a centre
     cfg2 = _config(tmp_path, centering={"kind": "private_mean", "release_id": "cov-2"})
@@ -107,6 +122,24 @@ def test_sample_mean_centring_uses_the_larger_bound(tmp_path: Path) -> None:
     smp = json.loads((tmp_path / "b" / "manifest.json").read_text())["sensitivity"]
     assert smp["bound"] == "sensitivity.cov.sample_mean_center@1"
     assert 2.5 < smp["value"] / pub["value"] <= (4 + 2**0.5) / 2**0.5  # about 3x (MATH.md §6 (b))
+    assert title_of((tmp_path / "b" / "release.png").read_bytes()).startswith(
+        "cov-smp: private covariance (centred on the sample mean) noise only")
+
+
+def test_the_plot_names_the_surface_by_its_centring(tmp_path: Path) -> None:
+    """Trial G finding 5: only a centre on the mean gives a covariance; a public centre gives a second moment."""
+    reference = {"time": [0.5, 48.5], "value": [1400.0, 1600.0], "source": "a public forecast"}
+    names = {kind: _surface_names(load_config(_config(tmp_path, centering=c)))  # type: ignore[arg-type]
+             for kind, c in [("offset", {"kind": "public"}), ("reference", {"kind": "public", "reference": reference}),
+                             ("private", {"kind": "private_mean", "release_id": "m"}), ("sample", {"kind": "sample_mean"})]}
+    assert names == {
+        "offset": ("second moment about value_offset 1500 (not a covariance about the mean)",
+                   "second moment about value_offset 1500"),
+        "reference": ("second moment about the public reference curve (not a covariance about the mean)",
+                      "second moment about the reference"),
+        "private": ("covariance (centred on the private mean release 'm')", "covariance"),
+        "sample": ("covariance (centred on the sample mean)", "covariance"),
+    }
 
 
 def test_unit_with_ten_curves_is_one_record(tmp_path: Path, electricity: pd.DataFrame) -> None:

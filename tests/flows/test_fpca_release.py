@@ -10,6 +10,8 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+import yaml
+from fdp.tasks._plots import legend_of, title_of
 from flow_support import REPO, artifacts, release, write_config
 
 from fdpcore.basis.grids import grid_from_nodes
@@ -48,6 +50,10 @@ def test_fpca_release_publishes_components_manifest_ledger_and_artifacts(tmp_pat
     for o in manifest["outputs"]:
         assert o["sha256"] == hashlib.sha256((out / o["path"]).read_bytes()).hexdigest()
     assert (out / "components.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    png = (out / "components.png").read_bytes()  # trial G finding 5: the "typical curve" is a public centre, say which
+    assert title_of(png).startswith("How curves vary around the public reference curve (a public centre, not the data's "
+                                    "mean curve)")
+    assert legend_of(png).startswith("legend: public reference curve |")
 
     table = pq.read_table(out / "release.parquet").to_pandas()
     assert list(table.columns) == ["t", "t_source", "component_1", "component_2"]
@@ -80,6 +86,19 @@ def test_one_component_is_an_exact_draw_and_reruns_charge_nothing(tmp_path: Path
     for name in ("release.parquet", "components.png", "manifest.json"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
     assert Ledger(ledger).budgets("berkeley-growth")[0].spent == (1.0, 0.0)
+
+
+def test_without_a_centering_block_the_plot_names_value_offset_as_the_centre(tmp_path: Path) -> None:
+    """Trial G finding 5: the components are those of the second moment about value_offset, not about a mean."""
+    raw = yaml.safe_load(_config(tmp_path, n_components=1, dataset__value_offset=120.0).read_text())
+    del raw["centering"]
+    cfg = tmp_path / "no-centre.yaml"
+    cfg.write_text(yaml.safe_dump(raw))
+    assert release(cfg, tmp_path / "out", f"sqlite:///{tmp_path / 'l.sqlite'}", "pc-offset") == 0
+    png = (tmp_path / "out" / "components.png").read_bytes()
+    assert title_of(png).startswith("How curves vary around the constant value_offset 120 (a public centre, not the "
+                                    "data's mean curve)")
+    assert legend_of(png).startswith("legend: public value_offset 120 |")
 
 
 def test_manifest_holds_no_data_derived_value(tmp_path: Path) -> None:

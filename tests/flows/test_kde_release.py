@@ -11,6 +11,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from fdp.tasks import _plots
+from fdp.tasks._plots import NOISE_BAND_LABEL, labels_of, legend_of, title_of
 from flow_support import REPO, release, write_config
 
 from fdpcore.ledger import Ledger
@@ -21,7 +23,10 @@ def _config(tmp_path: Path, example: str, **overrides: object) -> Path:
     return write_config(tmp_path, REPO / "examples" / example, prefix="cfg", **overrides)
 
 
-def test_kde_1d_example_publishes_density_manifest_and_ledger(tmp_path: Path) -> None:
+def test_kde_1d_example_publishes_density_manifest_and_ledger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    plt = _plots._pyplot()
+    close, figures = plt.close, []
+    monkeypatch.setattr(plt, "close", figures.append)  # keep the release's figure to read what it plotted
     ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
     out = tmp_path / "out"
     assert release(_config(tmp_path, "kde_1d.yaml", grid__size=50), out, ledger, "kde-1") == 0
@@ -41,6 +46,17 @@ def test_kde_1d_example_publishes_density_manifest_and_ledger(tmp_path: Path) ->
     assert list(table.columns) == ["t", "score", "value", "density", "band_lower", "band_upper"]
     assert table["score"].between(0, 10).all() and (table["density"] >= 0).all()
     assert float(table["density"].sum() * 10 / 50) == pytest.approx(1.0)
+    # trial G finding 5: the plot draws the `density` column (the raw value, labelled as such, only alongside)
+    png = (out / "release.png").read_bytes()
+    assert title_of(png) == "kde-1: private density (`density` column: raw value clipped at 0, renormalised)"
+    assert labels_of(png) == "x: score | y: density (per unit of score)"
+    raw = "raw private value (`value`, before clipping: can be negative)"
+    assert legend_of(png) == f"legend: {NOISE_BAND_LABEL} of the raw value | private density (`density`) | {raw}"
+    (fig,) = figures
+    lines = {line.get_label(): line.get_ydata() for line in fig.axes[0].get_lines()}
+    assert np.array_equal(lines["private density (`density`)"], table["density"].to_numpy())
+    assert np.array_equal(lines[raw], table["value"].to_numpy())
+    close(fig)
     entry = Ledger(ledger).get("kde-1")
     assert entry is not None and entry.state == "published" and entry.summary == "kde"
     text = json.dumps(m)
@@ -90,6 +106,12 @@ def test_kde_2d_and_hall_gp(tmp_path: Path) -> None:
     assert m["parameters"]["grid"]["tensor"] is True and "eigen.tensor_kron@1" in m["formulas"]
     table = pq.read_table(tmp_path / "a" / "release.parquet").to_pandas()
     assert len(table) == 144 and {"x1", "x2", "t1", "t2", "density"} <= set(table.columns)
+    png = (tmp_path / "a" / "release.png").read_bytes()
+    l2 = m["noise"]["expected_l2_error"]
+    assert title_of(png) == ("kde-2d: private density (`density` column: raw value clipped at 0, renormalised) noise only "
+                             f"(raw value): expected L2 error {l2:.3g} over the domain = root mean square {l2 / 10:.3g} "
+                             "(per unit of x1 x x2)")  # |domain| = 10 x 10
+    assert labels_of(png) == "x: x2 | y: x1 | colour bar: density (per unit of x1 x x2)"
     assert release(_config(tmp_path, "kde_1d_hall.yaml", grid__size=40), tmp_path / "b", ledger, "hall") == 0
     h = json.loads((tmp_path / "b" / "manifest.json").read_text())
     assert h["mechanism"] == "hall_gp" and h["privacy"]["delta"] == 1e-5
