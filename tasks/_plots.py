@@ -207,8 +207,11 @@ def _panel_grid(plt: Any, k: int, *, width: float, height: float) -> tuple[Any, 
 
 
 def _panels_png(plt: Any, fig: Any, panels: list[Any], *, xlabel: str, ylabel: str, title: str) -> bytes:
-    """Finish a grid of panels (y label on the first column, x label on the last row of each column, the legend
-    on the first panel, a title over all) and return it as PNG bytes."""
+    """Finish a grid of panels and return it as PNG bytes.
+
+    The y label goes on the first column, the x label under the lowest panel of each column, the legend on the
+    first panel and the title over all.
+    """
     cols = min(len(panels), MAX_COLUMNS)
     for i, ax in enumerate(panels):
         if i % cols == 0:

@@ -10,11 +10,10 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-from flow_support import REPO, artifacts, release, write_config
-
 from fdp.flows.config import load_config
 from fdp.tasks._plots import labels_of, title_of
 from fdp.tasks.covariance import _surface_names
+from flow_support import REPO, artifacts, release, write_config
 
 from fdpcore.basis.grids import midpoint_grid
 from fdpcore.ledger import Ledger
@@ -129,7 +128,7 @@ def test_sample_mean_centring_uses_the_larger_bound(tmp_path: Path) -> None:
 def test_the_plot_names_the_surface_by_its_centring(tmp_path: Path) -> None:
     """Trial G finding 5: only a centre on the mean gives a covariance; a public centre gives a second moment."""
     reference = {"time": [0.5, 48.5], "value": [1400.0, 1600.0], "source": "a public forecast"}
-    names = {kind: _surface_names(load_config(_config(tmp_path, centering=c)))  # type: ignore[arg-type]
+    names = {kind: _surface_names(load_config(_config(tmp_path, centering=c)))
              for kind, c in [("offset", {"kind": "public"}), ("reference", {"kind": "public", "reference": reference}),
                              ("private", {"kind": "private_mean", "release_id": "m"}), ("sample", {"kind": "sample_mean"})]}
     assert names == {
