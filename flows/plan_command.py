@@ -3,7 +3,9 @@
 From the config, the public inputs and ``n`` (the number of privacy units, public under the
 replace-one adjacency; only the unit column is read) — no charge, no ledger write (the ledger, if
 it exists, is opened read-only), no Prefect. The numbers come from the functions the release flows
-use (:mod:`fdp.tasks.planning`), so they equal the published manifest's.
+use (:mod:`fdp.tasks.planning`), so they equal the published manifest's. One warning counts data: the units that
+would enter the release as the zero record (:mod:`fdp.flows.zero_records`), printed on this terminal (and in
+``--json``) only, never published, charged or stored.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from urllib.parse import quote
 
 from fdp.flows.config import format_validation_error, load_config
 from fdp.flows.registry import SUMMARIES
+from fdp.flows.zero_records import count_zero_records, zero_records_warning
 from fdp.tasks._publish import LOW_TAU_LEVEL, LOW_TAU_SUMMARIES, clip_target, low_level_text
 from fdp.tasks.planning import (
     accuracy,
@@ -156,6 +159,8 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
     here = str(path.resolve().parent)
     # the data read as `fdp release` reads it (what it would refuse, exit 2, is refused here too); it gives n
     n = check_inputs(config, here) or count_config_units(config, here)
+    # data, before any noise: for this terminal (and --json) only, never published, stored or logged
+    zero = count_zero_records(config, here)
     budget = _budget(ledger_url, config)
     rows: list[dict[str, Any]] = []
     per_epsilon: dict[str, list[float]] = {}  # a warning's text -> the epsilons it holds at (said once)
@@ -184,11 +189,15 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
             budget["period_remaining_epsilon"] is None or eps <= budget["period_remaining_epsilon"] + 1e-12)
         rows.append(row)
     warnings = [f"at epsilon {', '.join(f'{e:g}' for e in eps_list)}: {text}" for text, eps_list in per_epsilon.items()]
+    zero_warning = zero_records_warning(config, zero)
+    if zero_warning is not None:
+        warnings.append(zero_warning)
     ds = config.dataset
     assumptions = [
         "n counts the privacy units in the data file (public under the replace-one adjacency); the file is read only to "
         "refuse what the release would refuse (columns, numbers, units that cannot be aligned): no number here depends "
-        "on a data value",
+        "on a data value, except the count of zero records in a warning (data, for this terminal only: never "
+        "published or stored)",
         "every number comes from the public config and n: nothing was charged and the ledger was not written",
     ]
     if hasattr(ds, "time_column"):  # a curve release: which units the public alignment rule can align
@@ -223,6 +232,7 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
         "value_scale": getattr(ds, "value_scale", None), "value_offset": getattr(ds, "value_offset", None),
         "tau": getattr(getattr(config, "clipping", None), "tau", None),
         "budget": budget, "rows": rows, "warnings": warnings, "assumptions": assumptions,
+        "zero_records": None if zero is None else zero.as_dict(),
     }
 
 
