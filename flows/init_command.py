@@ -207,8 +207,10 @@ def init_config(  # noqa: PLR0913 - one argument per command-line option
 
 
 def _warn_zero_records(text: str, summary: str, config_dir: str | Path) -> None:
-    """Print ``fdp plan``'s zero-record warning on stderr (data, read as the release reads it; the text written
-    never depends on it, and the count goes nowhere else)."""
+    """Print ``fdp plan``'s zero-record warning on stderr.
+
+    The count is data, read as the release reads it: the text written never depends on it, and it goes nowhere else.
+    """
     config = SUMMARIES[summary].config_model.model_validate(yaml.safe_load(text))
     warning = zero_records_warning(config, count_zero_records(config, str(config_dir)))
     if warning is not None:

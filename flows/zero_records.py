@@ -46,9 +46,11 @@ class ZeroRecords:
 
     @property
     def share(self) -> float:
+        """``count / n``."""
         return self.count / self.n if self.n else 0.0
 
     def as_dict(self) -> dict[str, Any]:
+        """``fdp plan --json``'s ``zero_records`` field."""
         return {"count": self.count, "n": self.n, "share": self.share, "without_rows_in_domain": self.without_rows}
 
 
