@@ -131,3 +131,8 @@ def test_configuration_sparse_design_example_runs_as_written(tmp_path: Path, mon
     assert len(excerpts) == 2 and excerpts[0].startswith("warning: 70 of 93 units (75.3 %)")
     for excerpt in excerpts:
         assert excerpt in outputs[0] and excerpt in outputs[1], excerpt  # init (stderr) and plan say it alike
+    # the drop-out rule links here, and troubleshooting's "flat at value_offset" entry points to this section
+    assert '"Sparse and irregular designs" below' in text.split("## Sparse and irregular designs")[0]
+    trouble = (REPO / "docs" / "troubleshooting.md").read_text()
+    assert "the released mean is flat at `value_offset`" in trouble
+    assert '[Configuration](configuration.md), "Sparse and irregular designs"' in trouble
