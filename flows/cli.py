@@ -1084,6 +1084,7 @@ def _budget_next_step(exc: BudgetExceededError) -> str:
 
 
 def _budget_cancel(release_id: str, ledger_url: str | None) -> int:
+    check_id("release id", release_id)  # as `fdp release --release-id` and `fdp audit show`: before the ledger opens
     ledger = Ledger(ledger_url or default_ledger_url())
     record = ledger.get(release_id)
     if record is None:

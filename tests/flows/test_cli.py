@@ -364,3 +364,13 @@ def test_audit_show_refuses_an_invalid_release_id_before_reading_the_ledger(
     assert main(["audit", "show", "no-such-release", "--ledger", url]) == (2 if ledger_exists else 1)
     err = capsys.readouterr().err
     assert ("is not in the ledger" if ledger_exists else "no fdp ledger at") in err
+
+
+def test_budget_cancel_refuses_an_invalid_release_id_before_opening_the_ledger(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """As `fdp audit show` (trial G): an id no release can have is invalid (exit 2), and no ledger is created."""
+    url = f"sqlite:///{tmp_path / 'l.sqlite'}"
+    assert main(["budget", "cancel", "bad id/..", "--ledger", url]) == 2
+    err = capsys.readouterr().err
+    assert "release id ('bad id/..') must be 1-128 letters, digits" in err and "not in the ledger" not in err
+    assert not (tmp_path / "l.sqlite").exists()
