@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from fdp.tasks.planning import end_gap, release_grid
+from fdp.tasks.planning import grid_ends, unaligned_contribution
 from fdp.tasks.preflight import read_and_align
 
 from fdpcore.io.coverage import units_without_usable_rows
@@ -69,28 +69,11 @@ def count_zero_records(config: Any, config_dir: str) -> ZeroRecords | None:
                        without_rows=units_without_usable_rows(table, tuple(config.dataset.time_domain)))
 
 
-def _reach(config: Any) -> tuple[float, float, float]:
-    """``(at most, at least, gap)``: where a unit's readings must start and end to be aligned (source time units)."""
-    a, b = config.dataset.time_domain
-    grid = release_grid(config)
-    lo, hi = grid.domain_range
-    first, last = (a + (float(g) - lo) * (b - a) / (hi - lo) for g in (grid.grid_points[0], grid.grid_points[-1]))
-    gap = end_gap(config)[0]
-    return first + gap, last - gap, gap
-
-
 def _zero_record(config: Any) -> str:
     """What a unit without an alignable curve contributes, in words (public config only)."""
     offset = config.dataset.value_offset
     level = "the DP value_offset it buys" if offset == "auto" else f"value_offset {offset:g}"
-    c = getattr(config, "centering", None)
-    if config.summary == "covariance" and c is not None:
-        if c.kind == "private_mean":
-            return f"the released private mean (centering.release_id {c.release_id})"
-        c = c.reference
-    if c is not None and getattr(c, "source", None) is not None:
-        return "the public reference curve (centering)"
-    return f"the constant {level}"
+    return unaligned_contribution(config, f"the constant {level}")
 
 
 def _effect(config: Any, share: str, zero: str) -> str:
@@ -115,7 +98,8 @@ def zero_records_warning(config: Any, zero: ZeroRecords | None) -> str | None:
     missing = (f"; {zero.without_rows} of them have no finite reading inside time_domain "
                f"[{config.dataset.time_domain[0]:g}, {config.dataset.time_domain[1]:g}] at all (check the units of "
                f"{config.dataset.time_column} against time_domain, e.g. two-digit years)") if zero.without_rows else ""
-    start, end, gap = _reach(config)
+    first, last, gap = grid_ends(config)
+    start, end = first + gap, last - gap
     effect = _effect(config, share, record)
     return (f"{zero.count} of {zero.n} units ({share}) enter the release as the zero record ({record}): their readings "
             f"do not reach from at most {start:g} to at least {end:g} ({config.dataset.time_column}; "

@@ -39,9 +39,9 @@ from fdpcore.summaries.mean import auto_public_choices, candidate_plans, plan_me
 __all__ = [
     "Accuracy", "BAND_LEVEL", "accuracy", "alignment_requirement", "alignment_rule", "auto_options", "build_plan",
     "count_config_units", "count_units_of_file", "covariance_centering_check", "covariance_plan", "curve_error_text",
-    "end_gap", "erm_plan", "expected_l2_error", "fosr_plan", "fpca_plan", "kde_plan", "least_epsilon", "mean_plan",
-    "mean_public_choices", "noise_band", "point_axes", "point_error_text", "point_value_units", "public_choices",
-    "release_grid", "tau_public_choices", "tau_search_range",
+    "end_gap", "erm_plan", "expected_l2_error", "fosr_plan", "fpca_plan", "grid_ends", "kde_plan", "least_epsilon",
+    "mean_plan", "mean_public_choices", "noise_band", "point_axes", "point_error_text", "point_value_units",
+    "public_choices", "release_grid", "tau_public_choices", "tau_search_range", "unaligned_contribution",
 ]
 
 #: Level of the published pointwise noise band.
@@ -72,14 +72,15 @@ def alignment_rule(config: Any) -> str:
     gap = end_gap(config)[0]
     return (f"preprocess.align_linear@2: linear interpolation within each curve's observed range, held at its first "
             f"(last) value over at most {gap:g} (source time units, dataset.max_end_gap) before the first (after the "
-            f"last) grid point; a unit without an alignable curve contributes {_unaligned_contribution(config)}")
+            f"last) grid point; a unit without an alignable curve contributes {unaligned_contribution(config)}")
 
 
-def _unaligned_contribution(config: Any) -> str:
+def unaligned_contribution(config: Any, constant: str = "the zero curve (the public reference)") -> str:
     """What a unit without an alignable curve contributes: the centre its records are taken about.
 
     The public reference curve (``centering`` of a mean, FoSR or FPCA release, ``centering.reference`` of a
-    covariance), a covariance's private-mean centre, else the zero curve, i.e. the constant ``value_offset``.
+    covariance), a covariance's private-mean centre, else ``constant``: the zero curve, i.e. the constant
+    ``value_offset``.
     """
     c = getattr(config, "centering", None)
     if config.summary == "covariance" and c is not None:
@@ -88,21 +89,27 @@ def _unaligned_contribution(config: Any) -> str:
         c = c.reference
     if c is not None and getattr(c, "source", None) is not None:
         return f"the public reference curve (centering: {c.source})"
-    return "the zero curve (the public reference)"
+    return constant
+
+
+def grid_ends(config: Any) -> tuple[float, float, float]:
+    """``(first, last, gap)``: the first and last grid points in source time units and the end gap (public)."""
+    a, b = config.dataset.time_domain
+    grid = release_grid(config)
+    lo, hi = grid.domain_range
+    first, last = (a + (float(g) - lo) * (b - a) / (hi - lo) for g in (grid.grid_points[0], grid.grid_points[-1]))
+    return first, last, end_gap(config)[0]
 
 
 def alignment_requirement(config: Any) -> str:
     """What a unit's readings must reach to be aligned, in source time units (public; ``fdp plan`` states it)."""
     ds = config.dataset
     a, b = ds.time_domain
-    grid = release_grid(config)
-    lo, hi = grid.domain_range
-    first, last = (a + (float(g) - lo) * (b - a) / (hi - lo) for g in (grid.grid_points[0], grid.grid_points[-1]))
-    gap = end_gap(config)[0]
+    first, last, gap = grid_ends(config)
     return (f"a unit's curve is aligned when its readings reach from at most {first + gap:g} to at least {last - gap:g} "
             f"({ds.time_column}, source units: the first and last grid points {first:g} and {last:g} with "
             f"dataset.max_end_gap {gap:g}; rows outside time_domain [{a:g}, {b:g}] are ignored); a unit whose curves "
-            f"do not is released as {_unaligned_contribution(config)}: check this against your measurement design")
+            f"do not is released as {unaligned_contribution(config)}: check this against your measurement design")
 
 
 def point_axes(config: Any) -> tuple[Grid, ...]:
