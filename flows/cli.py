@@ -332,12 +332,17 @@ def _init(args: argparse.Namespace) -> int:
         max_end_gap=args.max_end_gap,
     )
     import yaml
-    from fdp.tasks.preflight import check_inputs
+    from fdp.flows.zero_records import count_zero_records, zero_records_warning
+    from fdp.tasks.preflight import read_inputs
 
     # the data read as `fdp plan` and `fdp release` will read it: what they would refuse (a text label, a column of
-    # text, no unit alignable on --time-domain) is refused here, before a config is written
-    check_inputs(SUMMARIES[args.summary].config_model.model_validate(yaml.safe_load(text)),
-                 str(out.parent if out is not None else Path.cwd()))
+    # text, no unit alignable on --time-domain) is refused here, before a config is written; the same read counts
+    # the zero records for plan's warning (data: on stderr only, never written into the config)
+    config = SUMMARIES[args.summary].config_model.model_validate(yaml.safe_load(text))
+    warning = zero_records_warning(config, count_zero_records(config, read_inputs(config, str(
+        out.parent if out is not None else Path.cwd()))))
+    if warning is not None:
+        print(f"fdp: warning: {warning}", file=sys.stderr)
     if out is None:
         print(text, end="")
         return EXIT_OK

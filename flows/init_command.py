@@ -1,6 +1,6 @@
 """``fdp init``: write a commented release config for a data file nobody has tuned for.
 
-Only the file's column names and types and the number of privacy units are read for the config. Everything that
+Only the file's column names and types and the number of privacy units are read. Everything that
 sets the noise (time domain, value offset and scale, clipping radius, grid, kernel, epsilon) is public
 and chosen a priori: it comes from the command line or from documented, data-independent defaults,
 never from the data values, and the config marks each such field ``PUBLIC``.
@@ -9,24 +9,18 @@ FoSR covariates: a covariate column without ``--levels`` is checked to be numeri
 ``fdp release`` uses (so a text column is refused here, not at release time). The check decides only
 whether ``fdp init`` refuses; the text it writes depends on the options alone. The categories of a
 categorical covariate are public: they come from ``--levels``, never from the data.
-
-Zero records: a curve config's data is read and aligned as the release will align it, to print ``fdp plan``'s
-warning on stderr when at least 5 % of the units would enter the release as the zero record
-(:mod:`fdp.flows.zero_records`). The count is data: printed on the terminal only, never written into the config.
 """
 
 from __future__ import annotations
 
 import math
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
 from fdp.flows.config import format_validation_error
 from fdp.flows.registry import SUMMARIES
-from fdp.flows.zero_records import count_zero_records, zero_records_warning
 from fdp.tasks.planning import count_units_of_file
 from pydantic import ValidationError
 
@@ -201,20 +195,7 @@ def init_config(  # noqa: PLR0913 - one argument per command-line option
                     f"  tau: {1.0 if tau is None else tau!r}   # PUBLIC: L2 radius of a rescaled record "
                     "((value - offset)/scale); larger records are shrunk to it"]
     lines += clipping
-    text, facts = _finish(lines, summary, epsilon, budget, {"n": n, "format": fmt, "dataset_id": ds_id})
-    _warn_zero_records(text, summary, config_dir)
-    return text, facts
-
-
-def _warn_zero_records(text: str, summary: str, config_dir: str | Path) -> None:
-    """Print ``fdp plan``'s zero-record warning on stderr.
-
-    The count is data, read as the release reads it: the text written never depends on it, and it goes nowhere else.
-    """
-    config = SUMMARIES[summary].config_model.model_validate(yaml.safe_load(text))
-    warning = zero_records_warning(config, count_zero_records(config, str(config_dir)))
-    if warning is not None:
-        print(f"fdp: warning: {warning}", file=sys.stderr)
+    return _finish(lines, summary, epsilon, budget, {"n": n, "format": fmt, "dataset_id": ds_id})
 
 
 def _end_gap_lines(gap: float | None) -> list[str]:

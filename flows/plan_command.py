@@ -28,7 +28,7 @@ from fdp.tasks.planning import (
     covariance_centering_check,
     tau_search_range,
 )
-from fdp.tasks.preflight import check_inputs
+from fdp.tasks.preflight import read_inputs
 from pydantic import ValidationError
 
 from fdpcore.errors import ConfigError, FdpError, LedgerError
@@ -158,9 +158,10 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
     config = load_config(path)
     here = str(path.resolve().parent)
     # the data read as `fdp release` reads it (what it would refuse, exit 2, is refused here too); it gives n
-    n = check_inputs(config, here) or count_config_units(config, here)
+    inputs = read_inputs(config, here)
+    n = inputs.n or count_config_units(config, here)
     # data, before any noise: for this terminal (and --json) only, never published, stored or logged
-    zero = count_zero_records(config, here)
+    zero = count_zero_records(config, inputs)
     budget = _budget(ledger_url, config)
     rows: list[dict[str, Any]] = []
     per_epsilon: dict[str, list[float]] = {}  # a warning's text -> the epsilons it holds at (said once)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fdp.tasks.planning import grid_ends, unaligned_contribution
-from fdp.tasks.preflight import read_and_align
+from fdp.tasks.preflight import Inputs
 
 from fdpcore.io.coverage import units_without_usable_rows
 
@@ -54,19 +54,16 @@ class ZeroRecords:
         return {"count": self.count, "n": self.n, "share": self.share, "without_rows_in_domain": self.without_rows}
 
 
-def count_zero_records(config: Any, config_dir: str) -> ZeroRecords | None:
-    """The zero records of a curve config on the in-memory engine, read and aligned as the release does.
+def count_zero_records(config: Any, inputs: Inputs) -> ZeroRecords | None:
+    """The zero records of a curve config, from the table and alignment :func:`fdp.tasks.preflight.read_inputs` read.
 
     ``None`` for a point summary (KDE, ERM) and for a streaming engine (its parts are read only by the release's own
-    pass). Raises what :func:`fdp.tasks.preflight.read_and_align` raises (the release's refusals).
+    pass, so ``inputs`` holds no alignment).
     """
-    if config.summary not in CURVE_SUMMARIES:
+    if config.summary not in CURVE_SUMMARIES or inputs.table is None or inputs.aligned is None:
         return None
-    if getattr(getattr(config, "engine", None), "name", "memory") != "memory":
-        return None
-    table, aligned, _ = read_and_align(config, config_dir)
-    return ZeroRecords(count=int(aligned.n_unalignable), n=int(aligned.n_samples),
-                       without_rows=units_without_usable_rows(table, tuple(config.dataset.time_domain)))
+    return ZeroRecords(count=int(inputs.aligned.n_unalignable), n=int(inputs.aligned.n_samples),
+                       without_rows=units_without_usable_rows(inputs.table, tuple(config.dataset.time_domain)))
 
 
 def _zero_record(config: Any) -> str:

@@ -15,6 +15,7 @@ covariate check, which gets one extra pass here.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from fdpcore.io.covariates import read_unit_covariates
 from fdpcore.io.points import read_point_table
 from fdpcore.io.tables import LongTable, read_long_table
 
-__all__ = ["check_inputs", "read_and_align"]
+__all__ = ["Inputs", "check_inputs", "read_and_align", "read_inputs"]
 
 
 def read_and_align(config: Any, config_dir: str, value_offset: float | None = None) -> tuple[LongTable, AlignedCurves, int]:
@@ -60,23 +61,41 @@ def read_and_align(config: Any, config_dir: str, value_offset: float | None = No
     return table, aligned, n_outside
 
 
+@dataclass(frozen=True)
+class Inputs:
+    """What :func:`read_inputs` read: ``n``, and a curve config's table and alignment (memory engine only).
+
+    Data, for the curator's terminal only (``fdp plan`` and ``fdp init`` count zero records from it).
+    """
+
+    n: int | None
+    table: LongTable | None = None
+    aligned: AlignedCurves | None = None
+
+
 def check_inputs(config: Any, config_dir: str) -> int | None:
     """Raise :class:`fdpcore.errors.DataError` (naming the file, column and row) where the release's reader would.
 
     Returns ``n`` (the privacy units of the table it read), or ``None`` for a streaming engine's curves (not read).
     """
+    return read_inputs(config, config_dir).n
+
+
+def read_inputs(config: Any, config_dir: str) -> Inputs:
+    """:func:`check_inputs`, keeping what it read (one read serves the check and ``fdp plan``'s zero-record count)."""
     ds = config.dataset
     path = Path(ds.path) if Path(ds.path).is_absolute() else Path(config_dir) / ds.path
     memory = getattr(getattr(config, "engine", None), "name", "memory") == "memory"
     if config.summary in ("kde", "erm"):
         binary = config.summary == "erm" and getattr(config, "loss", "ridge") != "ridge"
-        return read_point_table(path, ds.format, unit_column=ds.unit_column, coordinate_columns=ds.coordinate_columns,
-                                domain=ds.domain, label_column=getattr(ds, "label_column", None),
-                                outside=ds.outside_domain, binary_labels=binary, csv_delimiter=ds.csv_delimiter,
-                                labels=getattr(ds, "labels", "sign")).n_units
-    n = None
+        return Inputs(read_point_table(
+            path, ds.format, unit_column=ds.unit_column, coordinate_columns=ds.coordinate_columns, domain=ds.domain,
+            label_column=getattr(ds, "label_column", None), outside=ds.outside_domain, binary_labels=binary,
+            csv_delimiter=ds.csv_delimiter, labels=getattr(ds, "labels", "sign")).n_units)
+    inputs = Inputs(None)
     if memory:
-        n = read_and_align(config, config_dir)[1].n_samples
+        table, aligned, _ = read_and_align(config, config_dir)
+        inputs = Inputs(aligned.n_samples, table, aligned)
     if config.summary == "fosr" and memory:
         read_unit_covariates(path, ds.format, unit_column=ds.unit_column, csv_delimiter=ds.csv_delimiter,
                              covariates=[(name, enc) for _, name, enc in config.design_columns()],
@@ -87,4 +106,4 @@ def check_inputs(config: Any, config_dir: str) -> int | None:
         from fdpcore.io.streaming import stream_dataset
 
         stream_dataset(path, stream_spec(config, covariates=True))
-    return n
+    return inputs
