@@ -334,15 +334,18 @@ def _init(args: argparse.Namespace) -> int:
     import yaml
     from fdp.flows.zero_records import count_zero_records, zero_records_warning
     from fdp.tasks.preflight import read_inputs
+    from fdp.tasks.scale_check import count_out_of_scale, out_of_scale_warning
 
     # the data read as `fdp plan` and `fdp release` will read it: what they would refuse (a text label, a column of
     # text, no unit alignable on --time-domain) is refused here, before a config is written; the same read counts
-    # the zero records for plan's warning (data: on stderr only, never written into the config)
+    # the zero records and the records outside the public value range for plan's warnings (data: on stderr only,
+    # never written into the config)
     config = SUMMARIES[args.summary].config_model.model_validate(yaml.safe_load(text))
-    warning = zero_records_warning(config, count_zero_records(config, read_inputs(config, str(
-        out.parent if out is not None else Path.cwd()))))
-    if warning is not None:
-        print(f"fdp: warning: {warning}", file=sys.stderr)
+    inputs = read_inputs(config, str(out.parent if out is not None else Path.cwd()))
+    for warning in (zero_records_warning(config, count_zero_records(config, inputs)),
+                    out_of_scale_warning(config, count_out_of_scale(config, inputs))):
+        if warning is not None:
+            print(f"fdp: warning: {warning}", file=sys.stderr)
     if out is None:
         print(text, end="")
         return EXIT_OK

@@ -29,6 +29,7 @@ from fdp.tasks.planning import (
     tau_search_range,
 )
 from fdp.tasks.preflight import read_inputs
+from fdp.tasks.scale_check import count_out_of_scale, out_of_scale_warning
 from pydantic import ValidationError
 
 from fdpcore.errors import ConfigError, FdpError, LedgerError
@@ -162,6 +163,7 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
     n = inputs.n or count_config_units(config, here)
     # data, before any noise: for this terminal (and --json) only, never published, stored or logged
     zero = count_zero_records(config, inputs)
+    outside = count_out_of_scale(config, inputs)
     budget = _budget(ledger_url, config)
     rows: list[dict[str, Any]] = []
     per_epsilon: dict[str, list[float]] = {}  # a warning's text -> the epsilons it holds at (said once)
@@ -190,15 +192,13 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
             budget["period_remaining_epsilon"] is None or eps <= budget["period_remaining_epsilon"] + 1e-12)
         rows.append(row)
     warnings = [f"at epsilon {', '.join(f'{e:g}' for e in eps_list)}: {text}" for text, eps_list in per_epsilon.items()]
-    zero_warning = zero_records_warning(config, zero)
-    if zero_warning is not None:
-        warnings.append(zero_warning)
+    warnings += [w for w in (zero_records_warning(config, zero), out_of_scale_warning(config, outside)) if w is not None]
     ds = config.dataset
     assumptions = [
         "n counts the privacy units in the data file (public under the replace-one adjacency); the file is read only to "
         "refuse what the release would refuse (columns, numbers, units that cannot be aligned): no number here depends "
-        "on a data value, except the count of zero records in a warning (data, for this terminal only: never "
-        "published or stored)",
+        "on a data value, except the counts of zero records and of records outside the public value range in a "
+        "warning (data, for this terminal only: never published or stored)",
         "every number comes from the public config and n: nothing was charged and the ledger was not written",
     ]
     if hasattr(ds, "time_column"):  # a curve release: which units the public alignment rule can align
@@ -234,6 +234,7 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
         "tau": getattr(getattr(config, "clipping", None), "tau", None),
         "budget": budget, "rows": rows, "warnings": warnings, "assumptions": assumptions,
         "zero_records": None if zero is None else zero.as_dict(),
+        "out_of_scale": None if outside is None else outside.as_dict(),
     }
 
 

@@ -1,0 +1,128 @@
+"""Records outside the public value scale: counted for the curator's terminal only.
+
+The public rescaling ``x = (value - value_offset) / value_scale`` and the clip radius claim that a record's norm
+is at most the public ``clipping.tau``, or, with ``tau: auto``, the upper end of its search range (the a-priori
+bound ``sqrt(|T|)`` of a curve within ``value_offset +- value_scale``). A ``value_scale`` in the wrong units
+(thousands for dollars) breaks that claim for every record: all of them are shrunk hard by the clip, the DP quantile
+of ``tau: auto`` finds no record inside its range and lands anywhere in it, and the release is flat near the offset
+while the stated error (noise only) is small. ``fdp plan`` and ``fdp init`` count such records from the data read as the release reads it and
+print a warning (new-user trial H, finding 1).
+
+PRIVACY: the counts are computed from the data before any noise. They are printed on the operator's terminal (and in
+``fdp plan --json``) and nowhere else: never in a manifest, the release folder, the ledger, a Prefect artifact, log
+or flow parameter. ``fdp release`` and the flows never call this module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from fdp.tasks.planning import release_grid, tau_search_range
+from fdp.tasks.preflight import Inputs
+
+from fdpcore.summaries.fpca import reference_on_grid
+
+__all__ = ["OUT_OF_SCALE_WARN_SHARE", "OutOfScale", "count_out_of_scale", "out_of_scale_warning"]
+
+#: The share of records above the largest tau the release can use from which ``fdp plan`` and ``fdp init`` warn.
+OUT_OF_SCALE_WARN_SHARE = 0.25
+
+#: Curve summaries whose records are rescaled by value_offset and value_scale.
+CURVE_SUMMARIES = ("mean", "covariance", "fpca", "fosr")
+
+
+@dataclass(frozen=True)
+class OutOfScale:
+    """Aligned records whose norm exceeds the largest clip radius the release can use (data: terminal only).
+
+    Attributes:
+        count: aligned records with a norm above ``tau_max``.
+        n: the aligned records.
+        tau_max: the public clipping.tau, or the upper end of ``tau: auto``'s range (the a-priori bound ``sqrt(|T|)``
+            by default): every record above it is shrunk, whatever the release does.
+        median_ratio: the median record norm over ``tau_max``.
+        max_ratio: the largest record norm over ``tau_max``.
+    """
+
+    count: int
+    n: int
+    tau_max: float
+    median_ratio: float
+    max_ratio: float
+
+    @property
+    def share(self) -> float:
+        """``count / n``."""
+        return self.count / self.n if self.n else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        """``fdp plan --json``'s ``out_of_scale`` field."""
+        return {"count": self.count, "n": self.n, "share": self.share, "tau_max": self.tau_max,
+                "median_ratio": self.median_ratio, "max_ratio": self.max_ratio}
+
+
+def _reference(config: Any) -> Any:
+    """The public reference curve the records are centred on before clipping (rescaled, on the grid), or ``None``."""
+    block = getattr(config, "centering", None)
+    if config.summary == "covariance":
+        block = getattr(block, "reference", None)
+    if block is None:
+        return None
+    ds = config.dataset
+    return reference_on_grid(block.time, block.value, release_grid(config), time_domain=ds.time_domain,
+                             value_offset=ds.value_offset, value_scale=ds.value_scale)
+
+
+def _tau_max(config: Any) -> float | None:
+    """The largest clip radius: a public ``clipping.tau`` or the upper end of ``tau: auto``'s range."""
+    tau = getattr(getattr(config, "clipping", None), "tau", None)
+    if tau is None:
+        return None
+    return float(tau_search_range(config)[1]) if tau == "auto" else float(tau)
+
+
+def count_out_of_scale(config: Any, inputs: Inputs) -> OutOfScale | None:
+    """Records above the largest clip radius, from the alignment :func:`fdp.tasks.preflight.read_inputs` read.
+
+    The records are those the clip sees: rescaled, centred on the public reference curve where there is one.
+    ``None`` for a point summary (KDE, ERM), a streaming engine (no alignment in ``inputs``), ``value_offset: auto``
+    (the records' centre is bought by the release) and a file with no aligned record.
+    """
+    tau_max = _tau_max(config)
+    if (config.summary not in CURVE_SUMMARIES or inputs.aligned is None or tau_max is None
+            or config.dataset.value_offset == "auto"):
+        return None
+    aligned = inputs.aligned
+    rows = aligned.aligned if aligned.aligned is not None else np.ones(aligned.n_samples, dtype=bool)
+    x = np.asarray(aligned.data_matrix)[np.asarray(rows, dtype=bool)]
+    if x.shape[0] == 0:
+        return None
+    reference = _reference(config)
+    if reference is not None:
+        x = x - reference[None, :]
+    ratio = np.sqrt(np.sum(x * x * release_grid(config).weights, axis=1)) / tau_max
+    return OutOfScale(count=int(np.sum(ratio > 1.0 + 1e-9)), n=int(x.shape[0]), tau_max=tau_max,
+                      median_ratio=float(np.median(ratio)), max_ratio=float(np.max(ratio)))
+
+
+def out_of_scale_warning(config: Any, scale: OutOfScale | None) -> str | None:
+    """The warning ``fdp plan`` and ``fdp init`` print when a quarter or more of the records exceed ``tau_max``."""
+    if scale is None or scale.n == 0 or scale.share < OUT_OF_SCALE_WARN_SHARE:
+        return None
+    ds = config.dataset
+    auto = config.clipping.tau == "auto"
+    radius = (f"the upper end of tau: auto's range ({scale.tau_max:g}, the norm of a curve that stays within "
+              "value_offset +- value_scale)" if auto else f"clipping.tau = {scale.tau_max:g}")
+    share = f"{100 * scale.share:.3g} %"
+    units = (f" The median record is {scale.median_ratio:.3g} x that radius: is value_scale ({ds.value_scale:g}) in the "
+             f"units of {ds.value_column}?" if scale.median_ratio > 2.0 else "")
+    quantile = (" Where most records lie above the whole range, tau: auto's DP quantile has no record inside it to "
+                "find and lands anywhere in it." if auto and scale.share >= 0.5 else "")
+    return (f"{scale.count} of {scale.n} aligned records ({share}) have a norm above {radius}, so every release shrinks "
+            f"them, whatever tau it uses (the largest is {scale.max_ratio:.3g} x that radius).{units}{quantile} The "
+            "release is pulled towards the offset (or the reference curve) by a bias that the stated error (noise "
+            "only) does not include. Levers: value_offset, value_scale (and a public tau) chosen a priori from the "
+            "variable's known range in its units (docs/configuration.md, \"Choosing value_offset, value_scale and "
+            "τ\")")

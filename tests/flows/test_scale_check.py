@@ -1,0 +1,104 @@
+"""Records outside the public value scale (new-user trial H, finding 1).
+
+A value_scale in the wrong units (GDP per capita in dollars, value_scale 20 as if in thousands) put every record
+hundreds of times above the a-priori bound: the DP quantile of ``tau: auto`` then lands anywhere in its range, and
+the release was flat at the offset with a small stated error and no warning. ``fdp plan`` and ``fdp init`` now count
+the records whose norm exceeds the largest clip radius the release can use and warn from a quarter of them; the
+count is for the operator's terminal only and never enters a manifest or the release folder.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from fdp.flows.cli import main
+from flow_support import release
+
+
+def _data(tmp_path: Path, *, level: float, n: int = 40) -> Path:
+    """``n`` units read every year 0..10 around ``level`` (about +-20 % of it between units)."""
+    rng = np.random.default_rng(3)
+    rows = [{"unit": f"u{i}", "t": float(t), "gdp": level * (1.0 + 0.2 * rng.standard_normal() + 0.02 * t)}
+            for i in range(n) for t in range(11)]
+    path = tmp_path / "d.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return path
+
+
+def _init(tmp_path: Path, data: Path, capsys: pytest.CaptureFixture[str], *, scale: str,
+          tau: str | None = None) -> tuple[Path, str]:
+    """``fdp init`` of a mean on [0, 10] with offset 4, the given value_scale and tau (default auto)."""
+    out = tmp_path / "c.yaml"
+    assert main(["init", str(data), "--unit", "unit", "--time", "t", "--value", "gdp", "--time-domain", "0", "10",
+                 "--grid-size", "11", "--value-offset", "4", "--value-scale", scale,
+                 *(["--tau", tau] if tau is not None else []), "--out", str(out), "--force"]) == 0
+    return out, capsys.readouterr().err
+
+
+def _plan(config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> str:
+    assert main(["plan", str(config), "--epsilon", "1", "--ledger", f"sqlite:///{tmp_path / 'l.sqlite'}",
+                 *extra]) == 0
+    return capsys.readouterr().out
+
+
+def _scale_lines(text: str) -> list[str]:
+    return [ln for ln in text.splitlines() if "aligned records" in ln and "so every release shrinks them" in ln]
+
+
+def test_a_value_scale_in_the_wrong_units_is_warned_by_init_and_plan(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    # GDP per capita around 4000 dollars; the user thought it was in thousands (offset 4, scale 20)
+    config, err = _init(tmp_path, _data(tmp_path, level=4000.0), capsys, scale="20")
+    (warned,) = _scale_lines(err)
+    assert warned.startswith("fdp: warning: 40 of 40 aligned records (100 %) have a norm above the upper end of "
+                             "tau: auto's range (1, "), warned
+    assert "is value_scale (20) in the units of gdp?" in warned
+    assert "lands anywhere in it" in warned  # what it does to tau: auto
+    assert "the stated error (noise only) does not include" in warned
+    assert "40 of 40" not in config.read_text()  # init writes no count into the config
+    lines = _scale_lines(_plan(config, tmp_path, capsys))
+    assert len(lines) == 1 and lines[0].strip().removeprefix("warning: ") == warned.removeprefix("fdp: warning: ")
+    report = json.loads(_plan(config, tmp_path, capsys, "--json"))
+    out = report["out_of_scale"]
+    assert (out["count"], out["n"], out["share"], out["tau_max"]) == (40, 40, 1.0, 1.0)
+    assert 150 < out["median_ratio"] < out["max_ratio"]  # (4000 - 4) / 20 is about 200 x the radius
+
+
+def test_records_within_the_scale_or_a_few_above_it_give_no_warning(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    # GDP in thousands (about 4 +- 20 %) with offset 4 and scale 20: every record well inside
+    config, err = _init(tmp_path, _data(tmp_path, level=4.0), capsys, scale="20")
+    assert not _scale_lines(err)
+    report = json.loads(_plan(config, tmp_path, capsys, "--json"))
+    assert report["out_of_scale"]["count"] == 0 and report["out_of_scale"]["median_ratio"] < 0.1
+    assert not _scale_lines(_plan(config, tmp_path, capsys))
+
+
+def test_a_public_tau_is_the_radius_and_a_quarter_is_the_threshold(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    data = _data(tmp_path, level=4000.0)
+    config, _ = _init(tmp_path, data, capsys, scale="20", tau="1000")  # radius 1000 x 20 = 20000: all inside
+    report = json.loads(_plan(config, tmp_path, capsys, "--json"))
+    assert report["out_of_scale"]["tau_max"] == 1000.0 and report["out_of_scale"]["count"] == 0
+    assert not _scale_lines(_plan(config, tmp_path, capsys))
+    config, err = _init(tmp_path, data, capsys, scale="20", tau="150")  # radius 3000 dollars: most records above it
+    (warned,) = _scale_lines(err)
+    assert "have a norm above clipping.tau = 150," in warned and "lands anywhere" not in warned
+
+
+def test_a_release_publishes_no_out_of_scale_count(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The count stays on the plan's terminal: the release folder and the release's own output never carry it."""
+    config, _ = _init(tmp_path, _data(tmp_path, level=4000.0), capsys, scale="20")
+    assert release(config, tmp_path / "out", f"sqlite:///{tmp_path / 'l.sqlite'}", "units-1") == 0
+    printed = capsys.readouterr()
+    assert not _scale_lines(printed.out + printed.err)
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert "out_of_scale" not in manifest
+    for f in (tmp_path / "out").rglob("*"):
+        if f.suffix in (".json", ".md", ".txt", ".csv"):
+            text = f.read_text()
+            assert "out_of_scale" not in text and "aligned records" not in text, f
