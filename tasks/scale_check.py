@@ -44,6 +44,9 @@ class OutOfScale:
             by default): every record above it is shrunk, whatever the release does.
         median_ratio: the median record norm over ``tau_max``.
         max_ratio: the largest record norm over ``tau_max``.
+        below: with ``tau: auto``, the records with a norm below the lower end of its range (0 otherwise): a DP
+            quantile cannot resolve them, and the noise of any tau it buys is at least that lower end's.
+        tau_min: the lower end of ``tau: auto``'s range (``None`` for a public tau).
     """
 
     count: int
@@ -51,6 +54,8 @@ class OutOfScale:
     tau_max: float
     median_ratio: float
     max_ratio: float
+    below: int = 0
+    tau_min: float | None = None
 
     @property
     def share(self) -> float:
@@ -60,7 +65,8 @@ class OutOfScale:
     def as_dict(self) -> dict[str, Any]:
         """``fdp plan --json``'s ``out_of_scale`` field."""
         return {"count": self.count, "n": self.n, "share": self.share, "tau_max": self.tau_max,
-                "median_ratio": self.median_ratio, "max_ratio": self.max_ratio}
+                "median_ratio": self.median_ratio, "max_ratio": self.max_ratio, "below": self.below,
+                "tau_min": self.tau_min}
 
 
 def _reference(config: Any) -> Any:
@@ -75,12 +81,15 @@ def _reference(config: Any) -> Any:
                              value_offset=ds.value_offset, value_scale=ds.value_scale)
 
 
-def _tau_max(config: Any) -> float | None:
-    """The largest clip radius: a public ``clipping.tau`` or the upper end of ``tau: auto``'s range."""
+def _tau_bounds(config: Any) -> tuple[float | None, float] | None:
+    """``(tau_min, tau_max)``: ``tau: auto``'s range, or ``(None, tau)`` for a public ``clipping.tau``."""
     tau = getattr(getattr(config, "clipping", None), "tau", None)
     if tau is None:
         return None
-    return float(tau_search_range(config)[1]) if tau == "auto" else float(tau)
+    if tau == "auto":
+        lo, hi = tau_search_range(config)
+        return float(lo), float(hi)
+    return None, float(tau)
 
 
 def count_out_of_scale(config: Any, inputs: Inputs) -> OutOfScale | None:
@@ -90,10 +99,11 @@ def count_out_of_scale(config: Any, inputs: Inputs) -> OutOfScale | None:
     ``None`` for a point summary (KDE, ERM), a streaming engine (no alignment in ``inputs``), ``value_offset: auto``
     (the records' centre is bought by the release) and a file with no aligned record.
     """
-    tau_max = _tau_max(config)
-    if (config.summary not in CURVE_SUMMARIES or inputs.aligned is None or tau_max is None
+    bounds = _tau_bounds(config)
+    if (config.summary not in CURVE_SUMMARIES or inputs.aligned is None or bounds is None
             or config.dataset.value_offset == "auto"):
         return None
+    tau_min, tau_max = bounds
     aligned = inputs.aligned
     rows = aligned.aligned if aligned.aligned is not None else np.ones(aligned.n_samples, dtype=bool)
     x = np.asarray(aligned.data_matrix)[np.asarray(rows, dtype=bool)]
@@ -102,14 +112,32 @@ def count_out_of_scale(config: Any, inputs: Inputs) -> OutOfScale | None:
     reference = _reference(config)
     if reference is not None:
         x = x - reference[None, :]
-    ratio = np.sqrt(np.sum(x * x * release_grid(config).weights, axis=1)) / tau_max
+    norms = np.sqrt(np.sum(x * x * release_grid(config).weights, axis=1))
+    ratio = norms / tau_max
+    below = 0 if tau_min is None else int(np.sum(norms < tau_min * (1.0 - 1e-9)))
     return OutOfScale(count=int(np.sum(ratio > 1.0 + 1e-9)), n=int(x.shape[0]), tau_max=tau_max,
-                      median_ratio=float(np.median(ratio)), max_ratio=float(np.max(ratio)))
+                      median_ratio=float(np.median(ratio)), max_ratio=float(np.max(ratio)), below=below, tau_min=tau_min)
 
 
 def out_of_scale_warning(config: Any, scale: OutOfScale | None) -> str | None:
-    """The warning ``fdp plan`` and ``fdp init`` print when a quarter or more of the records exceed ``tau_max``."""
-    if scale is None or scale.n == 0 or scale.share < OUT_OF_SCALE_WARN_SHARE:
+    """What ``fdp plan`` and ``fdp init`` warn: a quarter or more of the records above ``tau_max``, or half below the range.
+
+    ``None`` when neither holds.
+    """
+    if scale is None or scale.n == 0:
+        return None
+    texts = [t for t in (_above_text(config, scale), _below_text(config, scale)) if t]
+    return " ".join(texts) if texts else None
+
+
+def _levers(config: Any) -> str:
+    return (f"Levers: value_offset, value_scale (and a public tau) chosen a priori from the known range of "
+            f"{config.dataset.value_column} in its units (docs/configuration.md, \"Choosing value_offset, value_scale "
+            "and τ\")")
+
+
+def _above_text(config: Any, scale: OutOfScale) -> str | None:
+    if scale.share < OUT_OF_SCALE_WARN_SHARE:
         return None
     ds = config.dataset
     auto = config.clipping.tau == "auto"
@@ -121,8 +149,20 @@ def out_of_scale_warning(config: Any, scale: OutOfScale | None) -> str | None:
     quantile = (" Where most records lie above the whole range, tau: auto's DP quantile has no record inside it to "
                 "find and lands anywhere in it." if auto and scale.share >= 0.5 else "")
     return (f"{scale.count} of {scale.n} aligned records ({share}) have a norm above {radius}, so every release shrinks "
-            f"them, whatever tau it uses (the largest is {scale.max_ratio:.3g} x that radius).{units}{quantile} The "
-            "release is pulled towards the offset (or the reference curve) by a bias that the stated error (noise "
-            "only) does not include. Levers: value_offset, value_scale (and a public tau) chosen a priori from the "
-            "variable's known range in its units (docs/configuration.md, \"Choosing value_offset, value_scale and "
-            "τ\")")
+            f"them, whatever tau it uses (the largest is {scale.max_ratio:.3g} x that radius).{units}{quantile} "
+            "Clipping shrinks each of them towards the offset (or the reference curve): a bias that the stated error "
+            f"(noise only) does not include. {_levers(config)}")
+
+
+def _below_text(config: Any, scale: OutOfScale) -> str | None:
+    if scale.tau_min is None or scale.below < 0.5 * scale.n:
+        return None
+    ds = config.dataset
+    median = scale.median_ratio * scale.tau_max
+    return (f"{scale.below} of {scale.n} aligned records ({100 * scale.below / scale.n:.3g} %) have a norm below the "
+            f"lower end of tau: auto's range ({scale.tau_min:g}); the median record's norm is {median:.3g}, "
+            f"{scale.tau_min / median:.3g} x below it. tau: auto's DP quantile cannot resolve them: it lands anywhere in "
+            f"the range, and the noise of any tau it buys is at least {scale.tau_min / median:.3g} x that of a tau at "
+            "the records' size, so the release can be mostly noise while the plan's `relative` (over value_scale) "
+            f"looks small: is value_scale ({ds.value_scale:g}) in the units of {ds.value_column}, or far too generous? "
+            f"{_levers(config)}; or a lower clipping.tau_range")

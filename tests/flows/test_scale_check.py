@@ -102,3 +102,19 @@ def test_a_release_publishes_no_out_of_scale_count(tmp_path: Path, capsys: pytes
         if f.suffix in (".json", ".md", ".txt", ".csv"):
             text = f.read_text()
             assert "out_of_scale" not in text and "aligned records" not in text, f
+
+
+def test_a_far_too_generous_value_scale_is_warned_below_the_tau_range(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    # GDP in thousands (about 4) with a scale of 5000: every record far below tau: auto's lower end (0.01)
+    config, err = _init(tmp_path, _data(tmp_path, level=4.0), capsys, scale="5000")
+    (warned,) = [ln for ln in err.splitlines() if "below the lower end of tau: auto's range (0.01)" in ln]
+    assert warned.startswith("fdp: warning: 40 of 40 aligned records (100 %) have a norm below"), warned
+    assert "is value_scale (5000) in the units of gdp, or far too generous?" in warned
+    report = json.loads(_plan(config, tmp_path, capsys, "--json"))
+    assert (report["out_of_scale"]["below"], report["out_of_scale"]["tau_min"]) == (40, 0.01)
+    assert sum("below the lower end" in w for w in report["warnings"]) == 1
+    # a public tau has no range to fall below: no such warning
+    config, err = _init(tmp_path, _data(tmp_path, level=4.0), capsys, scale="5000", tau="1")
+    assert "below the lower end" not in err
+    assert json.loads(_plan(config, tmp_path, capsys, "--json"))["out_of_scale"]["below"] == 0
