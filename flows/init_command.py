@@ -162,7 +162,7 @@ def init_config(  # noqa: PLR0913 - one argument per command-line option
         lines += ["estimator: iclp_qr",
                   "# centering:   # optional PUBLIC reference curve r(t), e.g. published growth medians or a climatology:",
                   "#              # records are centred on it before clipping and it is added back after the noise, so",
-                  "#              # clipping and smoothing pull the release towards r, not towards the constant value_offset",
+                  "#              # clipping and smoothing shrink deviations from r, not from the constant value_offset",
                   f"#   time: [{time_domain[0]!r}, {time_domain[1]!r}]     # source time units, strictly increasing, covering time_domain",
                   f"#   value: [{value_offset!r}, {value_offset!r}]   # source value units at those times; never computed from this data",
                   "#   source: \"where the reference comes from\"   # published in the manifest (docs/summaries/mean.md)"]

@@ -300,8 +300,8 @@ def _reference_text(centering: dict[str, Any]) -> str:
     """The mean note's paragraph on its public reference curve (``preprocess.public_reference@1``)."""
     return (f"**Reference curve.** The curves were centred on a public reference curve ({centering['source']}) before "
             "clipping, and it was added back after the noise: the release is the reference plus the private mean of "
-            "the differences from it, so clipping and smoothing pull it towards the reference (not towards a "
-            "constant); a unit whose curve could not be aligned counts as the reference itself.")
+            "the differences from it, so clipping and smoothing shrink each curve's deviation from the reference (not "
+            "from a constant); a unit whose curve could not be aligned counts as the reference itself.")
 
 
 def accuracy_text(manifest: dict[str, Any]) -> str | None:
@@ -345,14 +345,14 @@ def noise_only_text(summary: str) -> str:
     return "the NOISE part only: clipping and smoothing add a bias that is not included"
 
 
-#: A ``tau: auto`` quantile level below this is named as a clipping bias (about 1 - level of the records shrunk).
+#: A ``tau: auto`` quantile level below this is named as a clipping bias (about 1 - level of the records expected shrunk).
 LOW_TAU_LEVEL = 0.9
 #: The summaries whose ``tau: auto`` can target a level below :data:`LOW_TAU_LEVEL`.
 LOW_TAU_SUMMARIES = ("mean", "covariance", "fosr", "fpca")
 
 
 def clip_target(centering: Any, value_offset: Any) -> str:
-    """What clipping pulls each curve towards, from its public centring (a manifest's or a config's).
+    """The centre whose deviations clipping shrinks, from its public centring (a manifest's or a config's).
 
     ``centering`` is the manifest's ``parameters.centering`` (or the config's ``centering`` dumped): a mean's or
     FoSR's public reference curve, a covariance's ``{kind, reference, release_id}``; ``None`` without one.
@@ -392,19 +392,37 @@ def low_tau_text(manifest: dict[str, Any]) -> str | None:
 def low_level_text(summary: str, level: float, target: str, *, planned: bool = False) -> str:
     """The sentence on a low ``tau`` level: ``fdp release``, its note, and ``fdp plan`` (``planned``: future tense).
 
-    >>> low_level_text("mean", 0.5, "the public reference curve")
-    'tau is the DP estimate of the 0.5 quantile of the record norms: about 50% of the records were shrunk to it, which pulls the release towards the public reference curve; the error can be several times the figure'
+    Public inputs only: the level comes from ``n`` and the tau split (``tuning.tau.quantile_level@3``). The level is the
+    quantile's *target*: the DP draw lands near it, not on it, and at small ``n * epsilon`` it occasionally lands below
+    every record (1.1 % of draws in a trial at n = 72, epsilon 1), so the sentence gives the share as an expectation.
+    Clipping shortens each large record's deviation from the centre, the largest the most, so the bias of a mean need
+    not lie between the truth and that centre (on skewed data it can cross it): the sentence does not say it does.
+
+    >>> print(low_level_text("mean", 0.5, "the public reference curve"))  # doctest: +NORMALIZE_WHITESPACE
+    tau is a DP estimate aimed at the 0.5 quantile of the record norms: about 50% of the records are expected to have
+    been above it and shrunk to it, but a DP draw can land away from its target — at small n * epsilon occasionally
+    below every record, so that all of them were shrunk (1.1% of draws in a trial at n = 72, epsilon 1); clipping
+    shortens each shrunk record's deviation from the public reference curve, the largest the most, so the release is
+    biased in a direction set by the data — not necessarily towards that centre: on skewed data (a few large records
+    shrunk hard) the mean can end up on the other side of it; the error can be several times the figure
     """
-    shrunk = "will be" if planned else "were"
-    pull = {"mean": f"pulls the release towards {target}",
-            "covariance": f"pulls the curves towards {target}, so the surface shrinks",
-            "fosr": f"pulls the curves towards {target}, so the coefficient curves shrink towards 0 (the intercept "
-                    "towards that centre)",
-            "fpca": "changes what the components describe: each of those records weighs as if its norm were tau, so "
-                    "records far from the centre count less than in the unclipped principal components"}[summary]
-    return (f"tau is the DP estimate of the {level:.3g} quantile of the record norms: about {1 - level:.0%} of the "
-            f"records {shrunk} shrunk to it, which {pull}" + ("" if summary == "fpca" else
-            "; the error can be several times the " + ("expected L2 error `fdp plan` states" if planned else "figure")))
+    deviation = f"clipping shortens each shrunk record's deviation from {target}, the largest the most"
+    effect = {"mean": f"{deviation}, so the release is biased in a direction set by the data — not necessarily towards "
+                      "that centre: on skewed data (a few large records shrunk hard) the mean can end up on the other "
+                      "side of it",
+              "covariance": f"{deviation}, so the surface shrinks, most along the directions of the largest records",
+              "fosr": f"{deviation}, so the coefficient curves are biased in a direction set by the data — often towards "
+                      "0 (the intercept towards that centre), but on skewed data not necessarily",
+              "fpca": "clipping changes what the components describe: each shrunk record weighs as if its norm were tau, so "
+                      "records far from the centre count less than in the unclipped principal components"}[summary]
+    expected = "are expected above it and will be shrunk to it" if planned else \
+        "are expected to have been above it and shrunk to it"
+    return (f"tau {'will be' if planned else 'is'} a DP estimate aimed at the {level:.3g} quantile of the record norms: "
+            f"about {1 - level:.0%} of the records {expected}, but a DP draw can land away from its target — at small "
+            f"n * epsilon occasionally below every record, so that all of them {'are' if planned else 'were'} shrunk "
+            f"(1.1% of draws in a trial at n = 72, epsilon 1); {effect}"
+            + ("" if summary == "fpca" else "; the error can be several times the "
+               + ("expected L2 error `fdp plan` states" if planned else "figure")))
 
 
 def protection_text(manifest: dict[str, Any]) -> str:

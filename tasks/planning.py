@@ -648,7 +648,8 @@ def _error_text(config: Any) -> str:
     if s == "mean" and getattr(config, "centering", None) is not None:
         text += (f"; centred on the public reference curve ({config.centering.source}; preprocess.public_reference@1): "
                  "released = reference + value_scale x the private mean of (X - reference)/value_scale, so clipping "
-                 "and the tuning's shrinkage pull towards the reference, not towards value_offset; the noise is the same")
+                 "and the tuning's shrinkage act on the deviations from the reference, not from value_offset; the "
+                 "noise is the same")
     return text
 
 

@@ -942,8 +942,8 @@ def release_mean(
         reference: a public reference curve on the grid (``K`` values, the units of ``curves``), as YAML's
             ``centering``: subtracted from every row before clipping (``tau`` and ``tau: "auto"`` then bound the
             centred rows) and added back to every draw (:func:`centre_on_reference`, formula
-            ``preprocess.public_reference@1``); the shrinkage of the estimator then pulls towards it, not
-            towards 0. Default: none.
+            ``preprocess.public_reference@1``); clipping and the shrinkage of the estimator then act on the
+            deviations from it, not from 0. Default: none.
 
     Returns:
         :class:`MeanRelease` with ``.values`` (``draws x K``), ``.sensitivity``, ``.epsilon``,
