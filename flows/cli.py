@@ -511,7 +511,7 @@ def _print_release(manifest: dict[str, Any], out_dir: Path, budget: DatasetBudge
     print(f"  written:   {files[0]}")
     for f in files[1:]:
         print(f"             {f}")
-    from fdp.tasks._publish import accuracy_text, low_tau_text  # loaded by the release already
+    from fdp.tasks._publish import accuracy_text, low_tau_text, with_bias_text  # loaded by the release already
 
     accuracy = accuracy_text(manifest)
     if accuracy is not None:
@@ -521,6 +521,9 @@ def _print_release(manifest: dict[str, Any], out_dir: Path, budget: DatasetBudge
         print("             " + ("`fdp plan` stated it at tau = 1: this is that figure at the tau released" if "tau" in bought
                                  else "`fdp plan` stated it at the normal_reference bandwidth: this is the noise at the "
                                  "bandwidth released" if "bandwidth" in bought else "as `fdp plan` stated"))
+        biased = with_bias_text(manifest)
+        if biased is not None:
+            print(f"             {biased}")
         low = low_tau_text(manifest)
         if low is not None:
             print(f"             {low}")

@@ -21,7 +21,16 @@ import pyarrow.parquet as pq
 from fdp.schemas import ReleaseConfig, ReleaseManifest
 from fdp.schemas.config import series_name
 from fdp.tasks._plots import curves_png
-from fdp.tasks.planning import BAND_LEVEL, alignment_rule, curve_error_text, expected_l2_error, noise_band, point_error_text
+from fdp.tasks.planning import (
+    BAND_LEVEL,
+    alignment_rule,
+    curve_error_text,
+    expected_l2_error,
+    expected_l2_error_with_bias,
+    noise_band,
+    point_error_text,
+    with_bias_note,
+)
 
 from fdpcore.data.preprocess import to_source_units
 from fdpcore.errors import DataError, InternalError
@@ -209,6 +218,8 @@ def public_release(
             "expected_l2_error_scaled": l2_scaled,
             "band_level": BAND_LEVEL,
             "band_half_width_max": float(band_source.max()),
+            "expected_l2_error_with_bias": expected_l2_error_with_bias(config, plan),
+            "expected_l2_error_with_bias_note": with_bias_note(config, plan),
         },
         formulas=sorted({*plan.formulas, "preprocess.align_linear@2",
                          *(("preprocess.quantise_lattice@1",) if config.engine.name != "memory" else ())}),
@@ -285,7 +296,9 @@ def release_note(manifest: dict[str, Any], budget: dict[str, Any], period: str, 
         f"{nz['band_level']:.0%} or more (band columns in the Parquet file). "
         "These figures come from the mechanism alone, not from the data: they are the NOISE part only — clipping "
         "and smoothing add a bias that is not included, and the band is not a confidence interval for the true "
-        "curve." + (f" Also: {low}." if (low := low_tau_text(manifest)) else ""),
+        "curve." + (f" Also: {low}." if (low := low_tau_text(manifest)) else "")
+        + (f" `fdp plan`'s error {biased} (the manifest's noise.expected_l2_error_with_bias)."
+           if (biased := with_bias_text(manifest)) else ""),
         "",
         budget_text(manifest, budget, period),
         "",
@@ -329,6 +342,23 @@ def accuracy_text(manifest: dict[str, Any]) -> str | None:
         norm = curve_error_text(summary, par["grid"]["domain"], par["time_domain"])
     what = "the T2 (cross-moment) noise" if summary == "fosr" else "the noise"
     return f"expected L2 error of {what} {error:.4g} ({norm}) — {noise_only_text(summary)}"
+
+
+def with_bias_text(manifest: dict[str, Any]) -> str | None:
+    """``fdp plan``'s ``with bias`` at the released parameters, as the manifest states it; ``None`` without one.
+
+    The manifest's ``noise.expected_l2_error_with_bias`` (mean with ICLP-QR/GP, covariance, FoSR's ``T2``): the noise
+    plus the smoothing bias of a *typical* target under the tuning's ``risk_prior`` prior — public inputs only, never
+    this data's bias — followed by the manifest's note on what it is.
+
+    >>> with_bias_text({"noise": {"expected_l2_error_with_bias": 29.61, "expected_l2_error_with_bias_note": "note"}})
+    'with bias 29.61: note'
+    """
+    noise = manifest.get("noise") or {}
+    value = noise.get("expected_l2_error_with_bias")
+    if not isinstance(value, (int, float)):
+        return None
+    return f"with bias {value:.4g}: {noise.get('expected_l2_error_with_bias_note') or 'the noise plus a typical smoothing bias'}"
 
 
 def noise_only_text(summary: str) -> str:

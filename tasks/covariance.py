@@ -29,7 +29,15 @@ from fdp.tasks import _publish
 from fdp.tasks._plots import surface_png
 from fdp.tasks._settings import data_task, noise_task
 from fdp.tasks.ledger import close_release, mark_noised, period_and_budget, provenance
-from fdp.tasks.planning import alignment_rule, covariance_plan, curve_error_text, expected_l2_error, release_grid
+from fdp.tasks.planning import (
+    alignment_rule,
+    covariance_plan,
+    curve_error_text,
+    expected_l2_error,
+    expected_l2_error_with_bias,
+    release_grid,
+    with_bias_note,
+)
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from fdpcore.data.accumulate import summarise_covariance_sums
@@ -254,7 +262,9 @@ def public_covariance_release(
                "expected_l2_error": l2_source, "expected_l2_error_scaled": l2,
                "expected_l2_error_note": "sqrt(E||noise||^2) before the PSD projection (which only moves the surface "
                                          "closer to every PSD operator): "
-                                         + curve_error_text("covariance", grid.domain_range, ds.time_domain)},
+                                         + curve_error_text("covariance", grid.domain_range, ds.time_domain),
+               "expected_l2_error_with_bias": expected_l2_error_with_bias(config, p),
+               "expected_l2_error_with_bias_note": with_bias_note(config, p)},
         composition=plan.link,
         formulas=sorted({*p.formulas, "preprocess.align_linear@2",
                          *(("postprocess.cov.psd_projection@1",) if out.psd else ()),

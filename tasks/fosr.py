@@ -24,7 +24,14 @@ from fdp.tasks._plots import coefficients_png
 from fdp.tasks._settings import data_task, noise_task
 from fdp.tasks.covariance import publish_summary
 from fdp.tasks.ledger import mark_noised, provenance
-from fdp.tasks.planning import alignment_rule, expected_l2_error, fosr_plan, release_grid
+from fdp.tasks.planning import (
+    alignment_rule,
+    expected_l2_error,
+    expected_l2_error_with_bias,
+    fosr_plan,
+    release_grid,
+    with_bias_note,
+)
 
 from fdpcore.data.accumulate import summarise_fosr_sums
 from fdpcore.data.preprocess import to_source_units
@@ -176,7 +183,9 @@ def public_fosr_release(
                "sampler": _publish.SAMPLER_TEXT["laplace"],
                "expected_l2_error_T2": l2_source, "expected_l2_error_T2_scaled": l2,
                "expected_l2_error_note": "sqrt(E||T2~ - T2hat||^2) summed over the p curves; beta~ = T1~^+ T2~ "
-                                         "scales it by at most 1/safe_inverse_floor"},
+                                         "scales it by at most 1/safe_inverse_floor",
+               "expected_l2_error_with_bias": expected_l2_error_with_bias(config, p),
+               "expected_l2_error_with_bias_note": with_bias_note(config, p)},
         design_moments=np.asarray(t1).tolist(),
         formulas=sorted({*p.formulas, "preprocess.align_linear@2",
                          *(("grid.trapezoid@1",) if grid.rule == "trapezoid" else ()),

@@ -491,6 +491,46 @@ def expected_l2_error(config: Any, plan: Any) -> tuple[float, float] | None:
     return None
 
 
+#: What ``with bias`` adds to the noise, per summary: the prior's typical target (``tuning.risk.iclp_qr.prior@1``).
+_TYPICAL_TARGET = {
+    "mean": ("a typical mean", "norm signal_fraction x tau", "tau"),
+    "covariance": ("a typical surface", "size signal_fraction x tau^2", "tau"),
+    "fosr": ("typical cross-moment curves T2", "norm signal_fraction x tau_y each", "tau_y"),
+}
+
+
+def expected_l2_error_with_bias(config: Any, plan: Any) -> float | None:
+    """``sqrt(E||noise||^2 + bias^2)`` in source units: the noise plus the smoothing bias of a *typical* target.
+
+    The plans' ``prior_sq_l2_risk`` (mean with ICLP-QR/GP, covariance, FoSR's ``T2``; formula
+    ``tuning.risk.iclp_qr.prior@1``): the bias of a mean of norm ``signal_fraction * tau`` (a surface of size
+    ``signal_fraction * tau^2``, ``T2`` curves of norm ``signal_fraction * tau_y``) spread as the ``risk_prior``
+    prior, at the plan's ``(eta, psi)``. A function of public inputs only (with ``tau: auto``, of the released tau):
+    ``fdp plan``'s ``with bias`` column and the manifest's ``noise.expected_l2_error_with_bias``. ``None`` where the
+    plan states none (other estimators and summaries).
+    """
+    risk = getattr(plan, "prior_sq_l2_risk", None) if config.summary in _TYPICAL_TARGET else None
+    if risk is None:
+        return None
+    return math.sqrt(float(risk)) * config.dataset.value_scale ** (2 if config.summary == "covariance" else 1)
+
+
+def with_bias_note(config: Any, plan: Any) -> str | None:
+    """What the manifest's ``expected_l2_error_with_bias`` is, in words and public numbers (``None`` without one).
+
+    It is the error of a typical release under the tuning's prior, never of this data, and leaves out the
+    clipping bias (records shrunk to tau), which depends on the data.
+    """
+    if expected_l2_error_with_bias(config, plan) is None:
+        return None
+    what, size, radius = _TYPICAL_TARGET[config.summary]
+    fraction, tau = float(plan.signal_fraction), float(getattr(plan, radius))
+    return (f"sqrt(E||noise||^2 + bias^2), the bias being the smoothing bias of {what} of {size} = {fraction:g} x "
+            f"{tau:.6g} (rescaled units) under the risk_prior prior (tuning.risk.iclp_qr.prior@1) at the released "
+            "(eta, psi): a typical release's error, not this data's; the clipping bias (records shrunk to tau) is not "
+            "included")
+
+
 def noise_band(config: Any, plan: Any) -> Any:
     """Half-width of the pointwise 95 % band of the noise on the grid, in source units (mean, KDE, ERM).
 
@@ -719,18 +759,18 @@ def accuracy(config: Any, plan: Any, n: int, *, band: bool = True) -> Accuracy:
             relative = err[1] / (length if s == "covariance" else math.sqrt(length))
     h = noise_band(config, plan) if band else None
     note = _error_text(config)
-    risk = getattr(plan, "prior_sq_l2_risk", None)  # mean (ICLP-QR/GP), covariance, FoSR; None elsewhere
-    unit = config.dataset.value_scale ** (2 if s == "covariance" else 1) if risk is not None else 1.0
+    with_bias = expected_l2_error_with_bias(config, plan)  # mean (ICLP-QR/GP), covariance, FoSR; None elsewhere
     prior = (getattr(plan, "parameters", None) or {}).get("psi_prior") if s == "erm" else None
     if prior is not None:  # ERM: tuning.erm.psi.risk_prior@1's prior error, over the source domain like the noise's
-        risk = float(prior["rms_error_with_bias"]) ** 2 * math.prod(float(b) - float(a) for a, b in config.dataset.domain)
+        with_bias = float(prior["rms_error_with_bias"]) * math.sqrt(
+            math.prod(float(b) - float(a) for a, b in config.dataset.domain))
     row = Accuracy(
         summary=s, epsilon=float(plan.epsilon), delta=float(getattr(plan, "delta", 0.0)), n=int(n),
         sensitivity=None if sens is None else float(sens), sensitivity_formula=formula,
         noise_scale=None if scale is None else float(scale),
         expected_l2_error=None if err is None else err[0], expected_l2_error_scaled=None if err is None else err[1],
         relative_error=relative, band_half_width_max=None if h is None else float(np.max(h)),
-        expected_l2_error_with_bias=None if risk is None else math.sqrt(risk) * unit,
+        expected_l2_error_with_bias=with_bias,
         tuning=_tuning(config, plan), note=note, relative_note=_relative_text(config),
         budget_splits=[dict(x) for x in plan.budget_splits] if hasattr(plan, "budget_splits") else None,
         bought=[{"name": c.name, "epsilon": c.epsilon, "quantile_level": c.alpha, "candidates": [c.candidates[0],

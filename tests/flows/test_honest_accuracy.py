@@ -57,7 +57,17 @@ def test_a_mean_with_tau_bought_at_the_median_says_so_before_and_after_the_charg
     lines = out.splitlines()
     at = next(i for i, x in enumerate(lines) if x.startswith("  accuracy:  "))
     assert lines[at].endswith(f"— {NOISE_ONLY}")
+    # trial H, F4: the plan's 'with bias' at the released tau, from the manifest, labelled as a typical release's
+    noise = m["noise"]
+    tau = m["parameters"]["tau"]
+    assert noise["expected_l2_error_with_bias"] > noise["expected_l2_error"]
     assert lines[at + 2] == (
+        f"             with bias {noise['expected_l2_error_with_bias']:.4g}: sqrt(E||noise||^2 + bias^2), the bias being "
+        f"the smoothing bias of a typical mean of norm signal_fraction x tau = 0.5 x {tau:.6g} (rescaled units) under "
+        "the risk_prior prior (tuning.risk.iclp_qr.prior@1) at the released (eta, psi): a typical release's error, not "
+        "this data's; the clipping bias (records shrunk to tau) is not included")
+    assert noise["expected_l2_error_with_bias_note"] in lines[at + 2]
+    assert lines[at + 3] == (
         f"             tau is {aimed} are expected to have been above it and shrunk to it, {anywhere} were shrunk (1.1% "
         "of draws in a trial at n = 72, epsilon 1); clipping shortens each shrunk record's deviation from value_offset = 0 "
         "(the constant the curves are centred on), the largest the most, so the release is biased in a direction set by "
@@ -82,6 +92,11 @@ def test_a_fixed_tau_states_the_noise_only_without_the_clipping_level(
     (line,) = [x for x in out.splitlines() if x.startswith("  accuracy:  ")]
     assert line.endswith(f"— {NOISE_ONLY}")
     assert "quantile of the record norms" not in out
+    # the plan's 'with bias' is in the manifest and on the release line: a typical mean's, as `fdp plan` states it
+    m = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    [row] = plan_report(cfg, [m["privacy"]["epsilon"]], None)["rows"]
+    assert m["noise"]["expected_l2_error_with_bias"] == pytest.approx(row["expected_l2_error_with_bias"], rel=1e-12)
+    assert f"\n             with bias {row['expected_l2_error_with_bias']:.4g}: " in out
 
 
 def test_plan_warns_per_epsilon_where_the_tau_level_is_low_and_not_where_it_is_high(tmp_path: Path) -> None:
@@ -149,6 +164,12 @@ def test_a_fosr_release_prints_the_plans_warning_before_the_charge_and_names_its
                          "and smoothing add a bias that is not included")
     assert T2_BAND_LABEL in legend_of((tmp_path / "out" / "release.png").read_bytes())
     assert T2_BAND_LABEL == "T2 noise band (not a confidence interval)"
+    # the plan's 'with bias' of T2 is in the manifest (public: the plan's function of public inputs) and printed
+    noise = json.loads((tmp_path / "out" / "manifest.json").read_text())["noise"]
+    planned = plan_report(cfg, [1.0], None)["rows"][0]["expected_l2_error_with_bias"]
+    assert noise["expected_l2_error_with_bias"] == pytest.approx(planned, rel=1e-12)
+    assert "typical cross-moment curves T2 of norm signal_fraction x tau_y each" in noise["expected_l2_error_with_bias_note"]
+    assert f"\n             with bias {planned:.4g}: " in out
 
 
 def test_a_covariance_with_tau_bought_at_a_low_level_says_so_in_its_line_and_note(
@@ -168,6 +189,11 @@ def test_a_covariance_with_tau_bought_at_a_low_level_says_so_in_its_line_and_not
     assert clause in out
     (note,) = [n for n in artifacts("honest-cov-release-note") if "`cov-1`" in n]
     assert "Clipping and smoothing bias the surface, and that bias is not in the noise figure" in note
+    # the manifest carries the plan's 'with bias' at the released tau; the release line prints it
+    assert m["noise"]["expected_l2_error_with_bias"] > m["noise"]["expected_l2_error"]
+    assert (f"a typical surface of size signal_fraction x tau^2 = 0.5 x {m['parameters']['tau']:.6g}"
+            in m["noise"]["expected_l2_error_with_bias_note"])
+    assert f"with bias {m['noise']['expected_l2_error_with_bias']:.4g}: " in out
     assert clause in note
 
 
