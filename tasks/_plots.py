@@ -13,7 +13,7 @@ from functools import cache
 from typing import Any
 
 __all__ = ["MAX_COLUMNS", "NOISE_BAND_LABEL", "T2_BAND_LABEL", "coefficients_png", "curves_png", "error_vs_epsilon_png",
-           "labels_of", "legend_of", "profiles_png", "surface_png", "title_of"]
+           "labels_of", "legend_of", "profiles_png", "surface_png", "tau_pricing_text", "title_of"]
 
 #: The label of every pointwise noise band: it is the noise's spread around the release, never a confidence interval
 #: for the truth (clipping and smoothing bias are outside it).
@@ -126,13 +126,16 @@ def surface_png(x: Any, y: Any, values: Any, *, xlabel: str, ylabel: str, title:
 def error_vs_epsilon_png(report: Mapping[str, Any]) -> bytes:
     """``fdp plan``'s expected L2 error (and widest 95 % band) against epsilon, log-log, as PNG bytes.
 
-    Only numbers computed from public inputs and ``n`` are plotted (the plan has seen no data value).
+    Only numbers computed from public inputs and ``n`` are plotted (the plan has seen no data value). With
+    ``tau: auto`` the subtitle says the errors are priced at ``tau = 1`` (:func:`tau_pricing_text`) and that a bought
+    tau lowers the noise. The legend sits under the axes, so it never covers a point.
     """
     plt = _pyplot()
     fpca = report["summary"] == "fpca"  # no noise curve: the expected captured-energy shortfall per record
     key = "expected_energy_shortfall" if fpca else "expected_l2_error"
     rows = [r for r in report["rows"] if r.get(key) is not None]
-    fig, ax = plt.subplots(figsize=(6.0, 3.8), dpi=100)
+    subtitle = tau_pricing_text(report)
+    fig, ax = plt.subplots(figsize=(6.0, 4.6 + (0.4 if subtitle else 0.0)), dpi=100)
     if rows:
         eps = [r["epsilon"] for r in rows]
         ax.plot(eps, [r[key] for r in rows], marker="o", label="expected captured-energy shortfall per record"
@@ -149,15 +152,36 @@ def error_vs_epsilon_png(report: Mapping[str, Any]) -> bytes:
         values = [r[key] for r in rows] + [b for _, b in bands]
         ticks = sorted({float(f"{v:.2g}") for v in (min(values), max(values), (min(values) * max(values)) ** 0.5)})
         ax.set_yticks(ticks, [f"{v:g}" for v in ticks])
-        ax.legend(fontsize=8)
+        # under the axes, off the data (trial H: a legend in the corner covered the points at small epsilon)
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), frameon=False)
     else:
         ax.text(0.5, 0.5, "no closed-form error for this summary\n(see `fdp plan` text)", ha="center", va="center",
                 transform=ax.transAxes)
     ax.set_xlabel("epsilon of the release")
     ax.set_ylabel("source units squared" if fpca else "source units")
-    ax.set_title(f"fdp plan: {report['summary']} of {report['dataset_id']} (n = {report['n']}); nothing charged",
-                 fontsize=9)
+    title = f"fdp plan: {report['summary']} of {report['dataset_id']} (n = {report['n']}); nothing charged"
+    ax.set_title(title if subtitle is None else f"{title}\n{subtitle}", fontsize=9)
     return _finish(plt, fig, [ax.title], legend_ax=ax)
+
+
+def tau_pricing_text(report: Mapping[str, Any]) -> str | None:
+    """The plan plot's subtitle for ``tau: auto``: at which tau the errors are priced; ``None`` for a fixed tau.
+
+    The upper end of ``tau_range`` comes from the rows' ``bought`` candidates (public); the errors scale linearly with
+    the tau released (with its square for a covariance and FPCA), so a bought tau below 1 lowers them.
+
+    >>> tau_pricing_text({"summary": "mean", "tau": "auto", "rows": [{"bought": [{"name": "tau", "candidates": [0.01, 1.0]}]}]})
+    'errors priced at tau = 1, the upper end of tau_range; the tau bought with part of epsilon is at most that and lowers the noise in proportion'
+    """
+    if report.get("tau") != "auto":
+        return None
+    ends = [b["candidates"][-1] for r in report.get("rows") or () for b in r.get("bought") or () if b.get("name") == "tau"]
+    square = report["summary"] in ("covariance", "fpca")
+    scale = "with its square" if square else "in proportion"
+    where = ("the upper end of tau_range" if not ends or max(ends) == 1.0 else
+             f"tau_range's upper end is {max(ends):g}, where they are {max(ends) ** (2 if square else 1):g}x these")
+    return (f"errors priced at tau = 1, {where}; the tau bought with part of epsilon is at most that and lowers the "
+            f"noise {scale}")
 
 
 def coefficients_png(t: Any, curves: Mapping[str, Any], bands: Mapping[str, tuple[Any, Any]], *, xlabel: str,

@@ -97,7 +97,16 @@ PLOTS: dict[str, Callable[[], bytes]] = {
     "plan": lambda: error_vs_epsilon_png({
         "summary": "mean", "dataset_id": "a-dataset-with-a-rather-long-name", "n": 123456, "config_epsilon": 1.0,
         "rows": [{"epsilon": e, "expected_l2_error": 1 / e, "band_half_width_max": 2 / e} for e in (0.25, 1.0, 4.0)]}),
+    "plan-tau-auto": lambda: error_vs_epsilon_png(_auto_plan_report()),
 }
+
+
+def _auto_plan_report(top: float = 1.0, summary: str = "mean") -> dict[str, Any]:
+    """A ``fdp plan`` report of a ``tau: auto`` config (rows priced at tau = 1; ``top``: tau_range's upper end)."""
+    bought = [{"name": "tau", "candidates": [0.01, top], "a_priori": False, "quantile_level": 0.5}]
+    return {"summary": summary, "dataset_id": "empluk", "n": 140, "config_epsilon": 1.0, "tau": "auto",
+            "rows": [{"epsilon": e, "expected_l2_error": 18 / e**0.6, "band_half_width_max": 40 / e**0.6, "bought": bought}
+                     for e in (0.25, 0.5, 1.0, 2.0, 4.0)]}
 
 
 @pytest.mark.parametrize("name", PLOTS)
@@ -145,3 +154,24 @@ def test_a_surface_stores_its_title_subtitle_and_colour_bar_label() -> None:
                       colorbar="second moment about value_offset 7 (unemp squared)", subtitle="noise: 1.5")
     assert title_of(png) == "what it is noise: 1.5"
     assert labels_of(png) == "x: t | y: s | colour bar: second moment about value_offset 7 (unemp squared)"
+
+
+def test_the_plan_plot_of_tau_auto_says_where_its_errors_are_priced_and_keeps_the_legend_off_the_data(
+        figures: list[Any]) -> None:
+    """Trial H, F4: the plan PNG titled its curve 'expected L2 error of the noise' without saying it is at tau = 1,
+    and its legend covered the points at epsilon 0.5-1."""
+    png = error_vs_epsilon_png(_auto_plan_report())
+    assert title_of(png).endswith("errors priced at tau = 1, the upper end of tau_range; the tau bought with part of "
+                                  "epsilon is at most that and lowers the noise in proportion")
+    fig = figures[0]
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    legend, plot = ax.get_legend().get_window_extent(), ax.get_window_extent()
+    assert legend.y1 <= plot.y0  # under the axes: no point can be covered
+    assert texts_outside(fig) == []
+    # a narrower tau_range: the errors at its upper end are smaller than the plotted ones; a covariance's by the square
+    assert "tau_range's upper end is 0.5, where they are 0.25x these" in title_of(
+        error_vs_epsilon_png(_auto_plan_report(0.5, "covariance")))
+    # a fixed tau: no such subtitle
+    fixed = {**_auto_plan_report(), "tau": 1.0}
+    assert "priced at" not in title_of(error_vs_epsilon_png(fixed))
