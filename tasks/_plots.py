@@ -13,7 +13,8 @@ from functools import cache
 from typing import Any
 
 __all__ = ["MAX_COLUMNS", "NOISE_BAND_LABEL", "T2_BAND_LABEL", "coefficients_png", "curves_png", "error_vs_epsilon_png",
-           "labels_of", "legend_of", "profiles_png", "surface_png", "tau_pricing_text", "title_of"]
+           "labels_of", "legend_of", "privacy_subtitle", "profiles_png", "surface_png", "tau_pricing_text", "title_of",
+           "value_label"]
 
 #: The label of every pointwise noise band: it is the noise's spread around the release, never a confidence interval
 #: for the truth (clipping and smoothing bias are outside it).
@@ -52,15 +53,19 @@ def curves_png(
     band_label: str = NOISE_BAND_LABEL,
     zero_line: bool = False,
     styles: Mapping[str, Mapping[str, Any]] | None = None,
+    subtitle: str | None = None,
 ) -> bytes:
     """One line per released curve (and an optional band) as PNG bytes, without volatile metadata.
 
     With three or more legend entries the legend sits under the axes, so it never covers a curve. ``styles`` overrides the line style of a named curve (e.g. a thin dashed line for a secondary curve).
+    ``subtitle`` (a second, smaller title line) states public numbers, e.g. the release's epsilon and tau
+    (:func:`privacy_subtitle`).
     """
     plt = _pyplot()
     entries = len(curves) + (band is not None)
     below = entries > 2  # three or more entries would cover the curves: the legend goes under the axes
-    fig, ax = plt.subplots(figsize=(6.0, 3.6 + (0.2 * entries + 0.3 if below else 0.0)), dpi=100)
+    fig, ax = plt.subplots(figsize=(6.0, 3.6 + (0.2 * entries + 0.3 if below else 0.0) + (0.4 if subtitle else 0.0)),
+                           dpi=100)
     if band is not None:
         ax.fill_between(t, band[0], band[1], color="tab:blue", alpha=0.18, linewidth=0, label=band_label)
     for label, values in curves.items():
@@ -70,12 +75,35 @@ def curves_png(
         ax.axhline(0.0, color="0.7", linewidth=0.8)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=10)
+    ax.set_title(title if subtitle is None else f"{title}\n{subtitle}", fontsize=10 if subtitle is None else 9)
     if below:
         ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
     else:
         ax.legend(fontsize=8)
     return _finish(plt, fig, [ax.title], legend_ax=ax)
+
+
+def privacy_subtitle(epsilon: float, delta: float, clip: str | None, caveat: str) -> str:
+    """A release plot's subtitle: its privacy cost, the clipping radius it used and what its band leaves out.
+
+    Public numbers only (the manifest's ``privacy.epsilon``/``delta`` and a public or DP-released radius).
+
+    >>> privacy_subtitle(1.0, 0.0, "τ = 0.112 (rescaled units)", "clipping and smoothing bias not in the band")
+    'ε = 1, τ = 0.112 (rescaled units); clipping and smoothing bias not in the band'
+    >>> privacy_subtitle(0.5, 1e-6, None, "kernel smoothing bias not in the band")
+    'ε = 0.5, δ = 1e-06; kernel smoothing bias not in the band'
+    """
+    parts = [f"ε = {epsilon:g}", *((f"δ = {delta:g}",) if delta > 0 else ()), *((clip,) if clip else ())]
+    return f"{', '.join(parts)}; {caveat}"
+
+
+def value_label(column: str) -> str:
+    """A y label for released values: the config's value column with the unit hint it has no field for.
+
+    >>> value_label("emp")
+    'emp (source units)'
+    """
+    return f"{column} (source units)"
 
 
 def _legend_text(ax: Any) -> str:
@@ -185,11 +213,11 @@ def tau_pricing_text(report: Mapping[str, Any]) -> str | None:
 
 
 def coefficients_png(t: Any, curves: Mapping[str, Any], bands: Mapping[str, tuple[Any, Any]], *, xlabel: str,
-                     ylabel: str, title: str, band_label: str = T2_BAND_LABEL) -> bytes:
+                     ylabel: str, title: str, band_label: str = T2_BAND_LABEL, subtitle: str | None = None) -> bytes:
     """One panel per released coefficient curve with its noise band (private values only), as PNG bytes.
 
     FoSR's band is the noise of ``T2`` alone (:data:`T2_BAND_LABEL`), not a confidence band for the coefficient.
-    The panels fill rows of at most :data:`MAX_COLUMNS`.
+    The panels fill rows of at most :data:`MAX_COLUMNS`; ``subtitle`` is a second title line (public numbers).
     """
     plt = _pyplot()
     fig, panels = _panel_grid(plt, len(curves), width=3.4, height=3.0)
@@ -200,7 +228,8 @@ def coefficients_png(t: Any, curves: Mapping[str, Any], bands: Mapping[str, tupl
         if name != "intercept":
             ax.axhline(0.0, color="0.6", linewidth=0.8)
         ax.set_title(f"beta_{name}", fontsize=9)
-    return _panels_png(plt, fig, panels, xlabel=xlabel, ylabel=ylabel, title=title)
+    return _panels_png(plt, fig, panels, xlabel=xlabel, ylabel=ylabel,
+                       title=title if subtitle is None else f"{title}\n{subtitle}")
 
 
 def profiles_png(t: Any, base: Any, directions: Mapping[str, Any], *, xlabel: str, ylabel: str, title: str,

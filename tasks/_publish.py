@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from fdp.schemas import ReleaseConfig, ReleaseManifest
 from fdp.schemas.config import series_name
-from fdp.tasks._plots import curves_png
+from fdp.tasks._plots import curves_png, privacy_subtitle, value_label
 from fdp.tasks.planning import (
     BAND_LEVEL,
     alignment_rule,
@@ -146,8 +146,11 @@ def public_release(
     }
     parquet = _parquet_bytes(columns, {"fdp.release_id": release_id, "fdp.dataset_id": ds.id})
     png = curves_png(
-        t_source, {f"private {config.summary} ({plan.estimator})": v_source}, xlabel=ds.time_column, ylabel=ds.value_column,
+        t_source, {f"private {config.summary} ({plan.estimator})": v_source}, xlabel=ds.time_column,
+        ylabel=value_label(ds.value_column),
         title=f"{release_id}: released curve and its noise-only {BAND_LEVEL:.0%} band (not a confidence interval)",
+        subtitle=privacy_subtitle(plan.epsilon, plan.delta, clip_radius_text(plan),
+                                  "clipping and smoothing bias not in the band"),
         band=(v_source - band_source, v_source + band_source),
     )
     l2_source, l2_scaled = expected_l2_error(config, plan)  # type: ignore[misc]
@@ -229,6 +232,21 @@ def public_release(
     )
     return {"manifest": manifest.model_dump(mode="json"),
             "files": {RELEASE_FILE: base64.b64encode(parquet).decode(), PLOT_FILE: base64.b64encode(png).decode()}}
+
+
+def clip_radius_text(plan: Any, name: str = "τ", attribute: str = "tau") -> str:
+    """The clipping radius a plot states: its value, its units, and whether budget bought it (a DP output).
+
+    >>> from types import SimpleNamespace as NS
+    >>> clip_radius_text(NS(tau=0.11224, public_choices=(NS(name="tau", epsilon=0.1),), estimator="iclp_qr"))
+    'τ = 0.1122 (rescaled units, DP-bought)'
+    >>> clip_radius_text(NS(tau=1.0, sup_clip=1.5, public_choices=(), estimator="bernstein"))
+    'sup clip = 1.5 (rescaled units)'
+    """
+    if getattr(plan, "estimator", None) == "bernstein":
+        return f"sup clip = {plan.sup_clip:.4g} (rescaled units)"
+    bought = any(c.name == "tau" and c.epsilon > 0 for c in getattr(plan, "public_choices", ()))  # FoSR: tau_y
+    return f"{name} = {getattr(plan, attribute):.4g} (rescaled units{', DP-bought' if bought else ''})"
 
 
 def write_release(public: dict[str, Any], out_dir: Path) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from fdp.schemas.covariance import (
 )
 from fdp.schemas.engine import StreamBatch
 from fdp.tasks import _publish
-from fdp.tasks._plots import surface_png
+from fdp.tasks._plots import privacy_subtitle, surface_png
 from fdp.tasks._settings import data_task, noise_task
 from fdp.tasks.ledger import close_release, mark_noised, period_and_budget, provenance
 from fdp.tasks.planning import (
@@ -219,8 +219,9 @@ def public_covariance_release(
     rms = "its root mean square" if length == 1.0 else f"{length:g} x its root mean square ({l2_source / length:.3g})"
     png = surface_png(t_source, t_source, surface, xlabel=f"{ds.time_column} (s)", ylabel=f"{ds.time_column} (t)",
                       title=f"{release_id}: private {what}", colorbar=f"{short} ({units})",
-                      subtitle=f"noise only (bias not included): expected L2 error {l2_source:.3g} {units} = {rms} "
-                               "over the surface")
+                      subtitle=privacy_subtitle(p.epsilon, 0.0, _publish.clip_radius_text(p),
+                                                "noise only (clipping and smoothing bias not included): expected L2 "
+                                                f"error {l2_source:.3g} {units} = {rms} over the surface"))
     unit = ds.privacy_unit
     guarantee = (f"pure {p.epsilon:g}-differential privacy for each {_publish.unit_noun(unit)} (replace-one adjacency, n public), by the "
                  "tensor ICLP-QR mechanism with Laplace noise on the upper triangle of the surface's coefficients"

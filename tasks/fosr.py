@@ -20,7 +20,7 @@ from fdp.schemas.covariance import CONTRIBUTION_RULE
 from fdp.schemas.engine import StreamBatch
 from fdp.schemas.fosr import FosrData, FosrManifest, FosrPlanEnvelope, FosrReleaseConfig
 from fdp.tasks import _publish
-from fdp.tasks._plots import coefficients_png
+from fdp.tasks._plots import coefficients_png, privacy_subtitle
 from fdp.tasks._settings import data_task, noise_task
 from fdp.tasks.covariance import publish_summary
 from fdp.tasks.ledger import mark_noised, provenance
@@ -132,9 +132,11 @@ def public_fosr_release(
     parquet = _publish._parquet_bytes(columns, {"fdp.release_id": release_id, "fdp.dataset_id": ds.id})
     png = coefficients_png(t_source, {n: curves[m] for m, n in enumerate(names)},
                            {n: (curves[m] - band[m], curves[m] + band[m]) for m, n in enumerate(names)},
-                           xlabel=ds.time_column, ylabel=ds.value_column,
+                           xlabel=ds.time_column, ylabel=f"{ds.value_column} (source units per covariate unit)",
                            title=f"{release_id}: private coefficient curves and the noise-only {_publish.BAND_LEVEL:.0%} band "
-                                 "of their T2 part (not a confidence interval)")
+                                 "of their T2 part (not a confidence interval)",
+                           subtitle=privacy_subtitle(p.epsilon, 0.0, _publish.clip_radius_text(p, "τ_y", "tau_y"),
+                                                     "clipping and smoothing bias not in the band"))
     l2_source, l2 = expected_l2_error(config, p)  # type: ignore[misc]
     guarantee = (f"pure {p.epsilon:g}-differential privacy for each {_publish.unit_noun(ds.privacy_unit)} (replace-one adjacency, n public): "
                  f"Laplace noise on the design moments T1 (epsilon {p.epsilon1:g}) and ICLP noise on the cross-moment "

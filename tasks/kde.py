@@ -16,7 +16,7 @@ import numpy as np
 from fdp.schemas import ChargeRequest
 from fdp.schemas.kde import KdeReleaseConfig, PointBatch, PointManifest, PointPlanEnvelope, PointSummary
 from fdp.tasks import _publish
-from fdp.tasks._plots import NOISE_BAND_LABEL, curves_png, surface_png
+from fdp.tasks._plots import NOISE_BAND_LABEL, curves_png, privacy_subtitle, surface_png
 from fdp.tasks._settings import data_task, noise_task
 from fdp.tasks.ledger import close_release, mark_noised, period_and_budget, provenance
 from fdp.tasks.planning import expected_l2_error, kde_plan, noise_band, point_axes, point_error_text, point_value_units
@@ -208,20 +208,24 @@ def _plot(release_id: str, config: Any, columns: dict[str, Any], l2_source: floa
         label = f"value ({units})"
         title = f"{release_id}: released {config.summary} (private values only)"
         shown = value
+    bias = "the kernel's smoothing bias" if density else "the estimator's own bias (regularisation)"
+    privacy = privacy_subtitle(config.privacy.epsilon, config.privacy.delta, None, f"{bias} is not in the band")
     if len(names) == 1:
         band = (np.asarray(columns["band_lower"]), np.asarray(columns["band_upper"]))
         if not density:
             return curves_png(columns[names[0]], {"private value": value}, xlabel=names[0], ylabel=label, title=title,
-                              band=band)
+                              band=band, subtitle=privacy)
         raw = "raw private value (`value`, before clipping: can be negative)"
         return curves_png(columns[names[0]], {"private density (`density`)": shown, raw: value}, xlabel=names[0],
                           ylabel=label, title=title, band=band, band_label=f"{NOISE_BAND_LABEL} of the raw value",
                           zero_line=True, styles={raw: {"marker": None, "linestyle": "--", "linewidth": 0.9,
-                                                        "color": "0.45"}})
+                                                        "color": "0.45"}}, subtitle=privacy)
     x, y = np.unique(columns[names[0]]), np.unique(columns[names[1]])
     area = math.prod(b - a for a, b in config.dataset.domain)
-    subtitle = (f"noise only{' (raw value)' if density else ''}: expected L2 error {l2_source:.3g} over the domain "
-                f"= root mean square {l2_source / math.sqrt(area):.3g} ({units})")
+    subtitle = privacy_subtitle(config.privacy.epsilon, config.privacy.delta, None,
+                                f"noise only{' (raw value)' if density else ''}, {bias} not included: expected L2 error "
+                                f"{l2_source:.3g} over the domain = root mean square {l2_source / math.sqrt(area):.3g} "
+                                f"({units})")
     return surface_png(x, y, shown.reshape(x.size, y.size), xlabel=names[0], ylabel=names[1], title=title,
                        colorbar=label, subtitle=subtitle)
 

@@ -56,9 +56,11 @@ def test_covariance_release_publishes_surface_eigenfunctions_manifest_ledger_and
     # states the plan's noise (a public number) in the surface's units next to the colour scale
     png = (out / "release.png").read_bytes()
     l2 = manifest["noise"]["expected_l2_error"]
+    eps, tau = manifest["privacy"]["epsilon"], manifest["parameters"]["tau"]
     assert title_of(png) == ("cov-1: private second moment about value_offset 1500 (not a covariance about the mean) "
-                             f"noise only (bias not included): expected L2 error {l2:.3g} demand_mw squared = its root "
-                             "mean square over the surface")
+                             f"ε = {eps:g}, τ = {tau:.4g} (rescaled units); noise only (clipping and smoothing bias not "
+                             f"included): expected L2 error {l2:.3g} demand_mw squared = its root mean square over the "
+                             "surface")  # trial H, F6: the plot states epsilon and tau
     assert labels_of(png).endswith("| colour bar: second moment about value_offset 1500 (demand_mw squared)")
 
     grid = midpoint_grid(48)
@@ -105,7 +107,7 @@ def test_centring_by_a_published_private_mean_links_and_composes(tmp_path: Path)
     assert Ledger(ledger).budgets("adelaide-electricity-monday")[0].as_dict()["spent"]["epsilon"] == 2.0
     assert Ledger(ledger).get("cov-2").internal["centering_release_id"] == "mean-1"
     png = (out / "release.png").read_bytes()
-    assert title_of(png).startswith("cov-2: private covariance (centred on the private mean release 'mean-1') noise only")
+    assert title_of(png).startswith("cov-2: private covariance (centred on the private mean release 'mean-1') ε = 1, τ = ")
     assert labels_of(png).endswith("| colour bar: covariance (demand_mw squared)")
 
     # a covariance release cannot be used as a centre
@@ -122,7 +124,7 @@ def test_sample_mean_centring_uses_the_larger_bound(tmp_path: Path) -> None:
     assert smp["bound"] == "sensitivity.cov.sample_mean_center@1"
     assert 2.5 < smp["value"] / pub["value"] <= (4 + 2**0.5) / 2**0.5  # about 3x (MATH.md §6 (b))
     assert title_of((tmp_path / "b" / "release.png").read_bytes()).startswith(
-        "cov-smp: private covariance (centred on the sample mean) noise only")
+        "cov-smp: private covariance (centred on the sample mean) ε = 1, τ = ")
 
 
 def test_the_plot_names_the_surface_by_its_centring(tmp_path: Path) -> None:

@@ -17,7 +17,15 @@ import pytest
 import yaml
 from fdp.flows.cli import main
 from fdp.flows.plan_command import plan_report
-from fdp.tasks._plots import NOISE_BAND_LABEL, T2_BAND_LABEL, curves_png, error_vs_epsilon_png, legend_of
+from fdp.tasks._plots import (
+    NOISE_BAND_LABEL,
+    T2_BAND_LABEL,
+    curves_png,
+    error_vs_epsilon_png,
+    labels_of,
+    legend_of,
+    title_of,
+)
 from flow_support import REPO, artifacts, release, small_csv_release, write_config
 
 NOISE_ONLY = "the NOISE part only: clipping and smoothing add a bias that is not included"
@@ -81,6 +89,10 @@ def test_a_mean_with_tau_bought_at_the_median_says_so_before_and_after_the_charg
     assert f"Also: tau is {aimed} are expected to have been above it and shrunk to it, {anywhere} were shrunk" in note
     png = (tmp_path / "out" / "release.png").read_bytes()
     assert NOISE_BAND_LABEL in legend_of(png) and NOISE_BAND_LABEL == "noise-only 95% band (not a confidence interval)"
+    # trial H, F6: the published plot states epsilon and the (bought) tau, and that the bias is outside the band
+    assert title_of(png).endswith(f"(not a confidence interval) ε = 2, τ = {tau:.4g} (rescaled units, DP-bought); "
+                                  "clipping and smoothing bias not in the band")
+    assert labels_of(png) == "x: t | y: value (source units)"
 
 
 def test_a_fixed_tau_states_the_noise_only_without_the_clipping_level(

@@ -48,7 +48,9 @@ def test_kde_1d_example_publishes_density_manifest_and_ledger(tmp_path: Path, mo
     assert float(table["density"].sum() * 10 / 50) == pytest.approx(1.0)
     # trial G finding 5: the plot draws the `density` column (the raw value, labelled as such, only alongside)
     png = (out / "release.png").read_bytes()
-    assert title_of(png) == "kde-1: private density (`density` column: raw value clipped at 0, renormalised)"
+    eps = json.loads((out / "manifest.json").read_text())["privacy"]["epsilon"]
+    assert title_of(png) == ("kde-1: private density (`density` column: raw value clipped at 0, renormalised) "
+                             f"ε = {eps:g}; the kernel's smoothing bias is not in the band")  # trial H, F6
     assert labels_of(png) == "x: score | y: density (per unit of score)"
     raw = "raw private value (`value`, before clipping: can be negative)"
     assert legend_of(png) == f"legend: {NOISE_BAND_LABEL} of the raw value | private density (`density`) | {raw}"
@@ -108,8 +110,9 @@ def test_kde_2d_and_hall_gp(tmp_path: Path) -> None:
     assert len(table) == 144 and {"x1", "x2", "t1", "t2", "density"} <= set(table.columns)
     png = (tmp_path / "a" / "release.png").read_bytes()
     l2 = m["noise"]["expected_l2_error"]
-    assert title_of(png) == ("kde-2d: private density (`density` column: raw value clipped at 0, renormalised) noise only "
-                             f"(raw value): expected L2 error {l2:.3g} over the domain = root mean square {l2 / 10:.3g} "
+    assert title_of(png) == ("kde-2d: private density (`density` column: raw value clipped at 0, renormalised) "
+                             f"ε = {m['privacy']['epsilon']:g}; noise only (raw value), the kernel's smoothing bias not "
+                             f"included: expected L2 error {l2:.3g} over the domain = root mean square {l2 / 10:.3g} "
                              "(per unit of x1 x x2)")  # |domain| = 10 x 10
     assert labels_of(png) == "x: x2 | y: x1 | colour bar: density (per unit of x1 x x2)"
     assert release(_config(tmp_path, "kde_1d_hall.yaml", grid__size=40), tmp_path / "b", ledger, "hall") == 0

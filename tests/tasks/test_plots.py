@@ -70,8 +70,9 @@ def _band(values: Any) -> tuple[Any, Any]:
 
 PLOTS: dict[str, Callable[[], bytes]] = {
     "mean": lambda: curves_png(
-        T, {"private mean (iclp_qr)": np.sin(T)}, xlabel="year", ylabel="unemp", band=_band(np.sin(T)),
-        title=f"{LONG_ID}: released curve and its noise-only 95% band (not a confidence interval)"),
+        T, {"private mean (iclp_qr)": np.sin(T)}, xlabel="year", ylabel="unemp (source units)", band=_band(np.sin(T)),
+        title=f"{LONG_ID}: released curve and its noise-only 95% band (not a confidence interval)",
+        subtitle="ε = 0.25, δ = 1e-06, τ = 0.1122 (rescaled units, DP-bought); clipping and smoothing bias not in the band"),
     "kde": lambda: curves_png(
         T, {"private density (`density`)": np.abs(np.sin(T)), "raw private value (`value`, before clipping: can be "
             "negative)": np.sin(T)}, xlabel="area_k_sqmi", ylabel="density (per unit of area_k_sqmi)",
@@ -86,9 +87,10 @@ PLOTS: dict[str, Callable[[], bytes]] = {
                  "its root mean square over the surface"),
     "fosr": lambda: coefficients_png(
         T, {f"region_{i}": np.sin(T + i) for i in range(9)}, {f"region_{i}": _band(np.sin(T + i)) for i in range(9)},
-        xlabel="year", ylabel="unemp",
+        xlabel="year", ylabel="unemp (source units per covariate unit)",
         title=f"{LONG_ID}: private coefficient curves and the noise-only 95% band of their T2 part (not a "
-              "confidence interval)"),
+              "confidence interval)",
+        subtitle="ε = 5, τ_y = 1 (rescaled units, DP-bought); clipping and smoothing bias not in the band"),
     "fpca": lambda: profiles_png(
         T, np.full(T.size, 3.0), {f"component {r + 1}": np.sin(T * r) for r in range(4)}, xlabel="channel",
         ylabel="absorbance", base_label="public value_offset 3",
