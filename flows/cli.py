@@ -780,8 +780,11 @@ def _next_step(url: str, rid: str) -> str:
             return f"release {rid!r}: nothing was charged (the ledger was not created yet). Run again"
         return (f"the ledger cannot be read now; `fdp audit show {rid}` says what it holds (docs/audit.md, crash "
                 "table); `fdp audit verify` checks it")
-    if record is None or record.state == "cancelled":
+    if record is None:
         return f"release {rid!r}: nothing was charged. Run again"
+    if record.state == "cancelled":  # the audit trail holds its `reserved` and `cancelled` entries (trial H, F9)
+        return (f"release {rid!r}: its reservation was cancelled before any noise was drawn, so nothing counts as spent "
+                "(the ledger keeps both entries, reserved and cancelled). Run again")
     if record.state == "reserved":
         return (f"release {rid!r} holds a reservation (it counts as spent; no noise was drawn). Re-run with "
                 f"--release-id {rid} to resume it without charging again, or give it back with "

@@ -6,6 +6,7 @@
 ``WAIT`` to stop there (the test then signals the process from outside).
 
 Stages: ``before_charge`` (data loaded, nothing charged), ``after_charge`` (reserved, no noise),
+``before_noise`` (reserved, inside the flow's noise step, just before the ledger marks it noised),
 ``after_noise`` (noise drawn, ledger entry not closed), ``after_publish`` (ledger closed, no file
 written), ``after_files`` (files written, Prefect artifacts not created).
 """
@@ -52,6 +53,7 @@ def _kill_around(owner: Any, name: str, *, after: bool) -> None:
 STAGES = {
     "before_charge": (Ledger, "reserve", False),
     "after_charge": (Ledger, "reserve", True),
+    "before_noise": (Ledger, "mark_noised", False),
     "after_noise": (Ledger, "publish", False),
     "after_publish": (_publish, "write_release", False),
     "after_files": (_publish, "create_artifacts", False),

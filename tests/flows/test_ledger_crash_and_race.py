@@ -270,6 +270,29 @@ def test_sigterm_and_ctrl_c_end_a_release_with_the_crash_table_next_step(
     assert Ledger(url).verify() == []
 
 
+@pytest.mark.parametrize("how", ["TERM", "INT"])
+def test_a_signal_after_the_charge_and_before_the_noise_cancels_the_reservation(
+    small_release: tuple[Path, str], tmp_path: Path, how: str
+) -> None:
+    """Trial H, F9: a SIGTERM inside the noise step (before the first draw) gives the reservation back; the message
+    said 'nothing was charged' although the audit trail holds the reservation and its cancellation."""
+    config, url = small_release
+    proc = _signalled("before_noise", how, config, url, "sig-c", tmp_path / "out")
+    assert proc.returncode == (143 if how == "TERM" else 130), proc.stderr[-3000:]
+    assert ("release 'sig-c': its reservation was cancelled before any noise was drawn, so nothing counts as spent "
+            "(the ledger keeps both entries, reserved and cancelled). Run again") in proc.stderr
+    assert "nothing was charged" not in proc.stderr
+    led = Ledger(url)
+    assert led.get("sig-c").state == "cancelled"
+    assert [e["event"] for e in led.audit_events("sig-c")] == ["release.reserved", "release.cancelled"]
+    assert led.budgets("race")[0].spent == (0.0, 0.0) and led.verify() == []
+    # 'Run again': the same id is charged afresh and published
+    again = subprocess.run([sys.executable, "-m", "fdp.flows.cli", *_fdp_args(config, url, "sig-c", tmp_path / "out")],
+                           env=_env(), capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert Ledger(url).get("sig-c").state == "published" and Ledger(url).budgets("race")[0].spent == (1.0, 0.0)
+
+
 def test_sigterm_ends_a_release_at_the_largest_grid_promptly(tmp_path: Path, small_release: tuple[Path, str]) -> None:
     """Item 9: a release at the schema's maximum grid (K x K work in NumPy/LAPACK, which does not return to
     Python for a long time) still ends soon after SIGTERM, with the next step."""
