@@ -19,7 +19,14 @@ from fdp.schemas.config import (
 )
 from fdp.schemas.engine import EngineSpec, check_engine_fields
 from fdp.schemas.fpca import ReferenceCurveSpec
-from fdp.schemas.records import AuditCommitment, BudgetSplit, OutputFile, PrivacyRecord, Provenance
+from fdp.schemas.records import (
+    IDEALIZED_NUMERICS_DESCRIPTION,
+    AuditCommitment,
+    BudgetSplit,
+    OutputFile,
+    PrivacyRecord,
+    Provenance,
+)
 from pydantic import Field, field_validator, model_validator
 
 from fdpcore.privacy.tuning import PSS_RULES, RISK_RULES
@@ -163,7 +170,7 @@ class CovarianceManifest(Frozen):
     noise: dict[str, Any]
     composition: dict[str, Any] | None = Field(None, description="link to the private mean release used as centre")
     formulas: list[str]
-    idealized_numerics: bool = True
+    idealized_numerics: bool = Field(True, description=IDEALIZED_NUMERICS_DESCRIPTION)
     outputs: list[OutputFile]
     provenance: Provenance
     audit_commitment: AuditCommitment | None = Field(None, description="set by the ledger at publication")

@@ -20,7 +20,14 @@ from fdp.schemas.config import (
 from fdp.schemas.covariance import RegularisationSpec
 from fdp.schemas.engine import EngineSpec, check_engine_fields
 from fdp.schemas.fpca import ReferenceCurveSpec
-from fdp.schemas.records import AuditCommitment, BudgetSplit, OutputFile, PrivacyRecord, Provenance
+from fdp.schemas.records import (
+    IDEALIZED_NUMERICS_DESCRIPTION,
+    AuditCommitment,
+    BudgetSplit,
+    OutputFile,
+    PrivacyRecord,
+    Provenance,
+)
 from pydantic import Field, field_validator, model_validator
 
 __all__ = ["CovariateSpec", "FosrData", "FosrManifest", "FosrPlanEnvelope", "FosrReleaseConfig", "SplitSpec"]
@@ -181,7 +188,7 @@ class FosrManifest(Frozen):
     noise: dict[str, Any]
     design_moments: list[list[float]] = Field(description="the released private T1~ (p x p, symmetric)")
     formulas: list[str]
-    idealized_numerics: bool = True
+    idealized_numerics: bool = Field(True, description=IDEALIZED_NUMERICS_DESCRIPTION)
     outputs: list[OutputFile]
     provenance: Provenance
     audit_commitment: AuditCommitment | None = Field(None, description="set by the ledger at publication")

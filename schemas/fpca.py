@@ -21,7 +21,14 @@ from fdp.schemas.config import (
     ReleaseSeriesSpec,
     check_reference_covers_grid,
 )
-from fdp.schemas.records import AuditCommitment, BudgetSplit, OutputFile, PrivacyRecord, Provenance
+from fdp.schemas.records import (
+    IDEALIZED_NUMERICS_DESCRIPTION,
+    AuditCommitment,
+    BudgetSplit,
+    OutputFile,
+    PrivacyRecord,
+    Provenance,
+)
 from pydantic import Field, field_validator, model_validator
 
 __all__ = [
@@ -171,7 +178,7 @@ class FpcaManifest(Frozen):
     parameters: dict[str, Any]
     sampler: FpcaSamplerRecord
     formulas: list[str]
-    idealized_numerics: bool = True
+    idealized_numerics: bool = Field(True, description=IDEALIZED_NUMERICS_DESCRIPTION)
     outputs: list[OutputFile]
     provenance: Provenance
     audit_commitment: AuditCommitment | None = Field(None, description="set by the ledger at publication")

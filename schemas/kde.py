@@ -13,6 +13,7 @@ import numpy as np
 from fdp.schemas._base import Frozen, Internal, PositiveFloat
 from fdp.schemas.config import BudgetSpec, GridSpec, PrivacySpec, ReleaseSeriesSpec
 from fdp.schemas.records import (
+    IDEALIZED_NUMERICS_DESCRIPTION,
     AuditCommitment,
     BudgetSplit,
     NoiseRecord,
@@ -161,7 +162,7 @@ class PointManifest(Frozen):
     noise: NoiseRecord
     solver: dict[str, Any] | None = Field(None, description="ERM only: solver, certified tolerance and what the bound assumes")
     formulas: list[str]
-    idealized_numerics: bool = True
+    idealized_numerics: bool = Field(True, description=IDEALIZED_NUMERICS_DESCRIPTION)
     outputs: list[OutputFile]
     provenance: Provenance
     audit_commitment: AuditCommitment | None = Field(None, description="set by the ledger at publication")

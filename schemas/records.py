@@ -47,6 +47,19 @@ class PrivacyRecord(Frozen):
     guarantee: str
 
 
+#: What a manifest's ``idealized_numerics: true`` asserts (``fdp schema manifest``; docs/configuration.md, "Public manifest").
+IDEALIZED_NUMERICS_DESCRIPTION = (
+    "Always true: the privacy guarantee is proved in exact real arithmetic (docs/proofs), while the release is "
+    "computed in float64. Made floating-point safe: the noise draws (OpenDP's samplers, at a scale whose privacy map "
+    "OpenDP certifies for the stated sensitivity; FPCA excepted), the DP quantiles, each clipped record's norm "
+    "(re-checked to be <= tau in floating point) and a streaming engine's exact lattice sums. Idealised: that the "
+    "float64 computation of what the sampler perturbs (the sums of the in-memory engine, the whitening, the "
+    "eigenbasis, ERM's solver) has exactly the sensitivity the real-arithmetic formula states — its rounding error "
+    "(of the order of float64's relative precision) is not bounded in the proofs — and, for FPCA, NumPy's "
+    "floating-point samplers (no snapping; its sampler.caveat)."
+)
+
+
 class NoiseRecord(Frozen):
     """The noise law and accuracy of the release, computed from the mechanism alone."""
 
@@ -115,7 +128,7 @@ class ReleaseManifest(Frozen):
     parameters: dict[str, Any]
     noise: NoiseRecord
     formulas: list[str]
-    idealized_numerics: bool = True
+    idealized_numerics: bool = Field(True, description=IDEALIZED_NUMERICS_DESCRIPTION)
     outputs: list[OutputFile]
     provenance: Provenance
     audit_commitment: AuditCommitment | None = Field(None, description="set by the ledger at publication")

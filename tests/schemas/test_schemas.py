@@ -76,3 +76,19 @@ def test_manifest_schema_exports_required_fields() -> None:
         assert key in schema["required"]
     json.dumps(schema)
     assert schema["additionalProperties"] is False
+
+
+def test_every_manifest_describes_idealized_numerics_and_the_with_bias_figure() -> None:
+    """Trial H, F10: ``idealized_numerics: true`` was in every manifest with no description in ``fdp schema manifest``."""
+    from fdp.schemas.covariance import CovarianceManifest
+    from fdp.schemas.fosr import FosrManifest
+    from fdp.schemas.fpca import FpcaManifest
+    from fdp.schemas.kde import PointManifest
+
+    for model in (ReleaseManifest, CovarianceManifest, FosrManifest, FpcaManifest, PointManifest):
+        field = model.model_json_schema()["properties"]["idealized_numerics"]
+        assert field["default"] is True
+        assert "proved in exact real arithmetic" in field["description"], model.__name__
+        assert "not bounded in the proofs" in field["description"]
+    noise = ReleaseManifest.model_json_schema()["$defs"]["NoiseRecord"]["properties"]
+    assert "not the bias of this data" in noise["expected_l2_error_with_bias"]["description"]
