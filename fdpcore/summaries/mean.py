@@ -909,7 +909,7 @@ def release_mean(
     signal_fraction: float = DEFAULT_SIGNAL_FRACTION,
     reference: ArrayLike | None = None,
 ) -> MeanRelease:
-    """Release a differentially private mean curve (the Python facade of DESIGN.md).
+    """Release a differentially private mean curve (the Python facade; docs/python.md).
 
     Args:
         curves: ``n x K`` curve values on the grid (one row per privacy unit).
@@ -917,8 +917,9 @@ def release_mean(
         epsilon: privacy parameter of one draw (selection included).
         tau: L2 clipping radius; curves are clipped record-wise. ``"auto"``: bought with ``tau_share``
             of ``epsilon`` by OpenDP's DP quantile of the record norms over the geometric grid on
-            ``tau_range`` (default ``[0.01, 1] * sqrt(|T|)``: :func:`auto_public_choices`); the quantile is drawn once per call (also
-            with ``secure=False``) and shared by all ``draws``.
+            ``tau_range`` (default ``[0.01, 1] * sqrt(|T|)``: :func:`auto_public_choices`), drawn once per call (also
+            with ``secure=False``). It needs ``draws=1`` (:func:`fdpcore.noise.quantiles.one_draw_with_auto` refuses
+            more: each draw is a separate release that buys its own ``tau``); call the facade once per draw.
         kernel: kernel mapping, e.g. ``{"name": "matern", "nu": 1.5, "rho": 0.1}``.
         estimator: ``"iclp_qr"``, ``"iclp_ar"``, ``"frl"``, ``"gp"`` or ``"bernstein"``.
         eta: regularisation (QR, GP, AR); ``None`` for both lets ``tuning`` choose.
@@ -926,8 +927,11 @@ def release_mean(
         delta: 0 for the pure-DP estimators; ``> 0`` for ``gp``.
         draws: independent draws; each is a separate release costing ``epsilon``.
         secure: OpenDP's floating-point-safe samplers. ``False`` uses NumPy (simulations only).
-        tuning: a PSS rule, ``"dp_select"`` or ``"pcv"`` (simulation only: needs ``secure=False``
-            and the result has ``private == False``); default: the estimator's tightened PSS rule.
+        tuning: ``"risk_prior"``, a PSS rule of the estimator, ``"dp_select"`` or ``"pcv"`` (simulation only: needs
+            ``secure=False`` and the result has ``private == False``); default
+            (:data:`fdpcore.privacy.tuning.DEFAULT_RULES`): ``"risk_prior"`` for ``iclp_qr`` and ``gp`` (as ``fdp
+            release``), the PSS rules ``tightened_l2`` for ``iclp_ar``, ``exact`` for ``frl`` and ``derived_c2`` for
+            ``bernstein``.
         n_basis: FRL's ``M``.
         calibration: ``"analytic"`` or ``"classical"`` (gp).
         lattice_k: Bernstein lattice resolution ``k`` and sup-norm clip ``B``.
@@ -963,6 +967,13 @@ def release_mean(
     ...                  kernel={"name": "matern", "nu": 1.5, "rho": 0.1}, secure=False, rng=rng)
     >>> g.formula_id, g.plan.rho is not None
     ('sensitivity.mean.gp.cm_exact@1', True)
+    >>> r.plan.tuning, g.plan.tuning
+    ('risk_prior', 'risk_prior')
+    >>> release_mean(x, np.linspace(0, 1, 30), epsilon=1.0, tau="auto", draws=2,
+    ...              kernel={"name": "matern", "nu": 1.5, "rho": 0.1}, secure=False, rng=rng)
+    Traceback (most recent call last):
+    ...
+    fdpcore.errors.DomainError: draws (2) must be 1 with tau='auto': each draw is a separate release that would buy its own tau; call the facade once per draw
     """
     grid = t if isinstance(t, Grid) else grid_from_nodes(t)
     x = _validate.finite_matrix("curves", curves, grid.size)
