@@ -310,6 +310,9 @@ def _add_init_parser(sub: Any) -> None:
                    help="fpca: PUBLIC number of principal components released (default 1; K < --n-basis)")
     i.add_argument("--n-basis", type=int, default=None, metavar="M",
                    help="fpca: PUBLIC number of basis functions the components are drawn in (default 5)")
+    i.add_argument("--csv-delimiter", default=",", metavar="CHAR", dest="csv_delimiter",
+                   help="the CSV file's column delimiter, one character (default ','; \\t or tab for a tab), written "
+                        "into dataset.csv_delimiter")
     i.add_argument("--out", default=None, metavar="CONFIG", help="write the config here (default: print it)")
     i.add_argument("--force", action="store_true", help="overwrite --out if it exists")
 
@@ -329,7 +332,7 @@ def _init(args: argparse.Namespace) -> int:
         privacy_unit=args.privacy_unit, covariates=args.covariate, covariate_bound=args.covariate_bound,
         config_dir=out.parent if out is not None else Path.cwd(), loss=args.loss, label_bound=args.label_bound,
         levels=parse_levels(args.levels), n_components=args.n_components, n_basis=args.n_basis,
-        max_end_gap=args.max_end_gap,
+        max_end_gap=args.max_end_gap, csv_delimiter=args.csv_delimiter,
     )
     import yaml
     from fdp.flows.zero_records import count_zero_records, zero_records_warning

@@ -81,7 +81,7 @@ def init_config(  # noqa: PLR0913 - one argument per command-line option
     privacy_unit: str | None = None, covariates: list[str] | None = None, covariate_bound: float | None = None,
     config_dir: str | Path = ".", loss: str = "logistic", label_bound: float | None = None,
     levels: dict[str, list[str]] | None = None, n_components: int | None = None, n_basis: int | None = None,
-    max_end_gap: float | None = None,
+    max_end_gap: float | None = None, csv_delimiter: str = ",",
 ) -> tuple[str, dict[str, Any]]:
     """The YAML text of a commented config for ``data`` and facts about the file (``n``, format).
 
@@ -95,6 +95,8 @@ def init_config(  # noqa: PLR0913 - one argument per command-line option
     coordinates and their public ranges, in the same order). ``max_end_gap`` (curves): ``dataset.max_end_gap``, how
     far (source time units) a curve's first and last readings may lie inside the first and last grid point (default:
     one grid step); a study with drop-outs sets it from its design (docs/configuration.md, "Studies with drop-outs").
+    ``csv_delimiter``: the CSV file's column delimiter, one character (``\\t`` or ``tab`` for a tab), written into
+    ``dataset.csv_delimiter`` when it is not the default ``,``; a ``.parquet`` file takes none.
 
     Raises:
         ConfigError: an unknown summary or format, missing options of the summary, or an invalid result.
@@ -107,6 +109,7 @@ def init_config(  # noqa: PLR0913 - one argument per command-line option
     if fmt is None:
         raise ConfigError(f"DATA ({p.name!r}) must be a .parquet or .csv file")
     _check_summary_options(summary, levels=levels, n_components=n_components, n_basis=n_basis)
+    csv_delimiter = _delimiter(csv_delimiter, fmt)
     if max_end_gap is not None and summary in ("kde", "erm"):
         raise ConfigError(f"--max-end-gap applies to curves (mean, covariance, fpca, fosr), not to --summary {summary}")
     times = [time] if isinstance(time, str) else list(time)
@@ -122,22 +125,23 @@ def init_config(  # noqa: PLR0913 - one argument per command-line option
         return _point_config(p, fmt, unit=unit, coordinate=times, label=value, summary=summary, domain=domains,
                              epsilon=epsilon, budget=budget, grid_size=grid_size, dataset_id=dataset_id,
                              privacy_unit=privacy_unit, config_dir=config_dir, loss=loss, label_bound=label_bound,
-                             label_offset=value_offset)
+                             label_offset=value_offset, csv_delimiter=csv_delimiter)
     time, time_domain = times[0], tuple(domains[0])  # type: ignore[assignment]
     if value is None:
         raise ConfigError(f"--summary {summary} needs --value COLUMN (the observed values)")
     if summary == "fosr":
         _check_covariate_options(covariates, levels or {})
-    n = count_units_of_file(p, fmt, unit, [time, value, *(covariates or [])])
+    n = _with_delimiter_hint(p, csv_delimiter, lambda: count_units_of_file(
+        p, fmt, unit, [time, value, *(covariates or [])], csv_delimiter))
     if summary == "fosr":
-        _check_numeric_covariates(p, fmt, unit, [c for c in covariates or [] if c not in (levels or {})])
+        _check_numeric_covariates(p, fmt, unit, [c for c in covariates or [] if c not in (levels or {})], csv_delimiter)
         covariate_bound = _covariate_bound(covariates or [], levels or {}, covariate_bound)
     rel = _relative(p, config_dir)
     budget = budget if budget is not None else 10 * epsilon
     ds_id = dataset_id or _dataset_id(p)
     unit_text = privacy_unit or f"{unit} (all rows with one value of {unit})"
     lines = [
-        *_head(p, n, summary, ds_id, rel, fmt),
+        *_head(p, n, summary, ds_id, rel, fmt, csv_delimiter),
         f"  unit_column: {_q(unit)}          # one privacy unit per distinct value; its rows form one record",
         f"  time_column: {_q(time)}",
         f"  value_column: {_q(value)}",
@@ -250,11 +254,11 @@ def _covariate_bound(covariates: list[str], levels: dict[str, list[str]], covari
     return math.sqrt(len(covariates))
 
 
-def _check_numeric_covariates(p: Path, fmt: str, unit: str, names: list[str]) -> None:
+def _check_numeric_covariates(p: Path, fmt: str, unit: str, names: list[str], csv_delimiter: str = ",") -> None:
     """Refuse a covariate without ``--levels`` that ``fdp release`` would refuse as non-numeric (names it, no value)."""
     for name in names:
         try:
-            read_unit_covariates(p, fmt, unit_column=unit, covariates=[(name, None)])
+            read_unit_covariates(p, fmt, unit_column=unit, covariates=[(name, None)], csv_delimiter=csv_delimiter)
         except DataError as exc:
             if "missing or non-finite value" in str(exc):
                 continue  # a numeric column with a gap: written as numeric; fdp release names the row
@@ -287,7 +291,42 @@ def _covariate_lines(covariates: list[str], levels: dict[str, list[str]], bound:
     return lines
 
 
-def _head(p: Path, n: int, summary: str, ds_id: str, rel: Path, fmt: str) -> list[str]:
+def _delimiter(option: str, fmt: str) -> str:
+    """``--csv-delimiter`` as the one character ``dataset.csv_delimiter`` holds (``\\t`` or ``tab``: a tab).
+
+    >>> _delimiter(";", "csv"), _delimiter("tab", "csv") == chr(9), _delimiter(",", "parquet")
+    (';', True, ',')
+    """
+    char = "\t" if option in ("\\t", "tab") else option
+    if len(char) != 1 or char in "\n\r\"":
+        raise ConfigError(f"--csv-delimiter ({option!r}) must be one character, e.g. ';' or '|' (\\t or tab for a tab)")
+    if fmt != "csv" and char != ",":
+        raise ConfigError(f"--csv-delimiter ({option!r}) applies to a .csv file, not to a {fmt} file")
+    return char
+
+
+def _with_delimiter_hint(p: Path, delimiter: str, read: Any) -> Any:
+    """``read()``, whose refusal of a CSV read with the wrong delimiter names ``--csv-delimiter`` (and the likely one).
+
+    The likely delimiter is looked for in the header line only (column names, never a data value).
+    """
+    try:
+        return read()
+    except DataError as exc:
+        if "csv_delimiter" not in str(exc):
+            raise
+        try:
+            with p.open(encoding="utf-8-sig") as f:
+                header = f.readline()
+        except (OSError, UnicodeDecodeError):
+            header = ""
+        found = next((d for d in ";\t|," if d != delimiter and d in header), None)
+        example = {None: "';'", "\t": "'\\t'"}.get(found, repr(found))
+        raise DataError(f"{exc}; fdp init reads the file with --csv-delimiter {delimiter!r}: give the file's, e.g. "
+                        f"--csv-delimiter {example} (written into dataset.csv_delimiter)") from None
+
+
+def _head(p: Path, n: int, summary: str, ds_id: str, rel: Path, fmt: str, csv_delimiter: str = ",") -> list[str]:
     """The opening lines of every config ``fdp init`` writes: what PUBLIC means, the summary, the data file."""
     return [
         f"# fdp release config written by `fdp init` for {p.name} ({n} privacy units).",
@@ -300,6 +339,8 @@ def _head(p: Path, n: int, summary: str, ds_id: str, rel: Path, fmt: str) -> lis
         f"  id: {_q(ds_id)}                      # ledger name of the dataset (its budget is kept under it)",
         f"  path: {_q(str(rel))}",
         f"  format: {fmt}",
+        *([f"  csv_delimiter: {_q(csv_delimiter)}   # the CSV file's column delimiter (fdp init --csv-delimiter)"]
+          if csv_delimiter != "," else []),
     ]
 
 
@@ -330,7 +371,7 @@ def _point_config(  # noqa: PLR0913 - one argument per command-line option
     p: Path, fmt: str, *, unit: str, coordinate: list[str], label: str | None, summary: str,
     domain: list[tuple[float, float]],
     epsilon: float, budget: float | None, grid_size: int, dataset_id: str | None, privacy_unit: str | None,
-    config_dir: str | Path, loss: str, label_bound: float | None, label_offset: float = 0.0,
+    config_dir: str | Path, loss: str, label_bound: float | None, label_offset: float = 0.0, csv_delimiter: str = ",",
 ) -> tuple[str, dict[str, Any]]:
     """The commented config of a KDE or ERM release on a point table (one or two coordinates; MATH.md §8, §9)."""
     if summary == "erm" and label is None:
@@ -341,12 +382,13 @@ def _point_config(  # noqa: PLR0913 - one argument per command-line option
     if label_offset != 0.0 and not (summary == "erm" and loss == "ridge"):
         raise ConfigError(f"--value-offset ({label_offset:g}) applies to curves and to --summary erm --loss ridge (the "
                           f"responses' public centre), not to --summary {summary}" + (f" --loss {loss}" if summary == "erm" else ""))
-    n = count_units_of_file(p, fmt, unit, [*coordinate, *([label] if summary == "erm" and label else [])])
+    n = _with_delimiter_hint(p, csv_delimiter, lambda: count_units_of_file(
+        p, fmt, unit, [*coordinate, *([label] if summary == "erm" and label else [])], csv_delimiter))
     budget = budget if budget is not None else 10 * epsilon
     ds_id = dataset_id or _dataset_id(p)
     unit_text = privacy_unit or f"{unit} (all rows with one value of {unit})"
     lines = [
-        *_head(p, n, summary, ds_id, _relative(p, config_dir), fmt),
+        *_head(p, n, summary, ds_id, _relative(p, config_dir), fmt, csv_delimiter),
         f"  unit_column: {_q(unit)}          # one privacy unit per distinct value; its points are averaged",
         f"  coordinate_columns: [{', '.join(_q(c) for c in coordinate)}]",
         f"  domain: [{', '.join(f'[{float(a)!r}, {float(b)!r}]' for a, b in domain)}]   # PUBLIC: range of each "

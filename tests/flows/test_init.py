@@ -371,3 +371,31 @@ def test_init_refuses_what_plan_and_release_would_refuse(tmp_path: Path, capsys:
     assert main(["init", str(DATA), "--unit", "monday_index", "--time", "half_hour", "--value", "demand_mw",
                  "--time-domain", "100", "148", "--out", str(out)]) == 2
     assert "no privacy unit could be aligned onto the grid" in capsys.readouterr().err and not out.exists()
+
+
+def test_init_takes_the_csv_delimiter_and_names_the_option_when_it_is_wrong(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Trial H, F10: a ';'-delimited CSV made init say 'is dataset.csv_delimiter (',') the file's delimiter?', but init
+    had no such option and wrote no config."""
+    frame = pd.read_parquet(DATA)
+    for name, sep, option, written in (("semi.csv", ";", ";", ";"), ("tab.csv", "\t", "\\t", "\t")):
+        data = tmp_path / name
+        frame.to_csv(data, sep=sep, index=False)
+        cfg = tmp_path / f"{name}.yaml"
+        assert _init(data, cfg) == 2  # the default ',' reads one column
+        err = capsys.readouterr().err
+        assert "is dataset.csv_delimiter (',') the file's delimiter?" in err
+        assert f"fdp init reads the file with --csv-delimiter ',': give the file's, e.g. --csv-delimiter '{option}'" in err
+        assert not cfg.exists()
+        assert _init(data, cfg, "--csv-delimiter", option) == 0
+        assert "508 privacy units" in capsys.readouterr().out
+        assert load_config(cfg).dataset.csv_delimiter == written
+        assert "# the CSV file's column delimiter (fdp init --csv-delimiter)" in cfg.read_text()
+        assert main(["plan", str(cfg), "--json", "--epsilon", "1", "--ledger", f"sqlite:///{tmp_path / 'l.sqlite'}"]) == 0
+        assert json.loads(capsys.readouterr().out)["n"] == 508
+    # the default writes no line; one character only; a Parquet file has no delimiter
+    assert _init(DATA, tmp_path / "p.yaml") == 0 and "csv_delimiter" not in (tmp_path / "p.yaml").read_text()
+    assert _init(tmp_path / "semi.csv", tmp_path / "x.yaml", "--csv-delimiter", ";;") == 2
+    assert "--csv-delimiter (';;') must be one character" in capsys.readouterr().err
+    assert _init(DATA, tmp_path / "y.yaml", "--csv-delimiter", ";") == 2
+    assert "--csv-delimiter (';') applies to a .csv file, not to a parquet file" in capsys.readouterr().err
