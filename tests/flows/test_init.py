@@ -399,3 +399,30 @@ def test_init_takes_the_csv_delimiter_and_names_the_option_when_it_is_wrong(
     assert "--csv-delimiter (';;') must be one character" in capsys.readouterr().err
     assert _init(DATA, tmp_path / "y.yaml", "--csv-delimiter", ";") == 2
     assert "--csv-delimiter (';') applies to a .csv file, not to a parquet file" in capsys.readouterr().err
+
+
+def test_readme_one_example_matches_getting_started_and_runs_on_a_new_dataset(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Trial H, L4: the README used --time-domain 1 48 with the default 50-point grid, while getting-started puts one
+    grid point on each half-hour reading (0.5 48.5 --grid-size 48); and it did not say the dataset id is new."""
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("## One example", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"```bash\n(.*?)```", section, re.S)
+    assert block is not None
+    commands = [shlex.split(ln.split("  #", 1)[0]) for ln in block.group(1).replace("\\\n", " ").splitlines() if ln.strip()]
+    guide = (REPO / "docs" / "getting-started.md").read_text()
+    walk = re.search(r"<!-- walkthrough: new-data -->\n```bash\n(.*?)```", guide, re.S)
+    assert walk is not None
+    guide_init = next(shlex.split(ln) for ln in walk.group(1).replace("\\\n", " ").splitlines() if "fdp init" in ln)
+    assert commands[0] == guide_init  # the same init, option for option
+    assert "--time-domain 0.5 48.5 --grid-size 48" in " ".join(commands[0])
+    assert "dataset id comes from the file name" in section and "adelaide-electricity-monday" in section
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FDP_LEDGER_URL", f"sqlite:///{tmp_path / 'ledger.sqlite'}")
+    (tmp_path / "examples").symlink_to(REPO / "examples")
+    for words in commands:
+        assert words[0] == ".venv/bin/fdp", words
+        assert main(words[1:]) == 0, (words, capsys.readouterr().err)
+    shown = capsys.readouterr().out
+    assert "electricity_monday" in shown and "adelaide-electricity-monday" not in shown  # a new ledger dataset
+    assert load_config(tmp_path / "my-release.yaml").grid.size == 48
