@@ -213,9 +213,10 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
             f"quantile of the record norms over the public range [{lo:g}, {hi:g}]; the errors are priced at tau = 1 and "
             f"scale {scale} (at the upper end of the range, tau = {hi:g}, {hi**power:g}x larger); where n * epsilon is "
             "too small for the DP quantile, tau is that upper end and nothing is charged for it; the errors leave out "
-            "the clipping bias: the records above the released tau (about 1 - level of them, half at level 0.5) are "
-            "shrunk to it, which biases the release by an amount that depends on how far their norms exceed tau "
-            "(data, so no plan can state it; docs/configuration.md)")
+            "the clipping bias: the records above the released tau (about 1 - level of them expected, half at level "
+            "0.5; the level is the quantile's target, and at small n * epsilon a draw can land below every record) are "
+            "shrunk to it, which biases the release by an amount, and in a direction, that depend on how far their "
+            "norms exceed tau (data, so no plan can state it; docs/configuration.md)")
     if getattr(config, "bandwidth", None) == "auto":
         assumptions.append(
             f"bandwidth: auto — part of each epsilon (the 'bandwidth' budget split: {config.bandwidth_share:g} of it, more "
