@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import hashlib
 import importlib.util
 import json
 import os
@@ -1501,6 +1502,7 @@ def _audit_verify(ledger: Ledger, against: list[str], checkpoints: str | None, p
                 if not Path(given).is_dir():
                     raise ConfigError(f"{str(path)!r} is not a release manifest")
                 continue
+            problems += _output_problems(path, doc)
             ev = manifest_evidence(str(path), doc)
             if ev is None:
                 n_old += 1  # published before manifests carried commitments
@@ -1535,6 +1537,26 @@ def _audit_verify(ledger: Ledger, against: list[str], checkpoints: str | None, p
             line += f" ({rest} covered by no outside evidence yet: make a checkpoint)"
     print(line)
     return EXIT_OK
+
+
+def _output_problems(manifest: Path, doc: dict[str, Any]) -> list[str]:
+    """Each file a manifest lists in ``outputs`` must lie beside it with the sha256 the manifest states."""
+    found = []
+    for entry in doc.get("outputs") or []:
+        name, stated = (entry.get("path"), entry.get("sha256")) if isinstance(entry, dict) else (None, None)
+        if not isinstance(name, str) or not isinstance(stated, str):
+            continue
+        path = manifest.parent / name
+        try:
+            actual = hashlib.sha256(path.read_bytes()).hexdigest()
+        except OSError as exc:
+            found.append(f"{str(path)!r}, listed in {str(manifest)!r}, cannot be read ({exc.strerror or exc}): a "
+                         "published file is missing or was moved")
+            continue
+        if actual != stated:
+            found.append(f"{str(path)!r} has sha256 {actual[:16]}…, not the {stated[:16]}… that {str(manifest)!r} states: "
+                         "the file was changed after publication (re-run the release id to re-write it from the ledger)")
+    return found
 
 
 def _count(n: int, one: str, many: str | None = None) -> str:

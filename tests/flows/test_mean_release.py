@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from fdp.flows.cli import main
@@ -182,3 +183,29 @@ def test_two_series_of_one_summary_keep_their_own_artifacts(make_config, tmp_pat
     assert any("series-a-2026-11" in n for n in notes_a) and not any("series-b-2026-11" in n for n in notes_a)
     assert any("series-b-2026-11" in n for n in notes_b) and not any("series-a-2026-11" in n for n in notes_b)
     assert _artifacts("elec-monthly-mean-budget-splits") and _artifacts("elec-weekly-mean-budget-splits")
+
+
+def test_audit_verify_against_checks_every_file_the_manifest_lists(make_config, tmp_path: Path, capsys) -> None:
+    """Trial I: a value edited in a published release.parquet passed `audit verify --against` (only the manifest's
+    commitment was checked); each listed file must now match the sha256 its manifest states."""
+    import shutil
+
+    ledger = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    assert _release(make_config(), tmp_path / "a", ledger, "rid-1") == 0
+    assert main(["audit", "verify", "--against", str(tmp_path / "a"), "--ledger", ledger]) == 0
+    copy = tmp_path / "copy"
+    shutil.copytree(tmp_path / "a", copy)
+    table = pq.read_table(copy / "release.parquet")
+    edited = table.set_column(table.column_names.index("value"), "value",
+                              pa.array(table.column("value").to_numpy() + 0.1))
+    pq.write_table(edited, copy / "release.parquet")
+    capsys.readouterr()
+    assert main(["audit", "verify", "--against", str(copy), "--ledger", ledger]) == 1
+    err = capsys.readouterr().err
+    assert "release.parquet" in err and "changed after publication" in err, err
+    shutil.copy(tmp_path / "a" / "release.parquet", copy / "release.parquet")
+    (copy / "release.png").unlink()
+    assert main(["audit", "verify", "--against", str(copy), "--ledger", ledger]) == 1
+    err = capsys.readouterr().err
+    assert "release.png" in err and "missing or was moved" in err and "release.parquet" not in err, err
+    assert main(["audit", "verify", "--against", str(tmp_path / "a"), "--ledger", ledger]) == 0  # the original
