@@ -28,7 +28,7 @@ import sqlalchemy
 
 # Prefect and the flows are imported where a command needs them (``release``, ``demo``, ``serve``), so
 # ``fdp schema``, ``fdp budget`` and ``fdp audit`` start without Prefect (benchmarks/README.md, CLI).
-from fdp.flows.config import DEFAULT_CRON, config_sha256, format_validation_error, load_config, series_name
+from fdp.flows.config import DEFAULT_CRON, check_cron, config_sha256, format_validation_error, load_config, series_name
 from fdp.flows.interrupts import exit_code, interrupts, signal_name
 from fdp.flows.registry import SUMMARIES
 from fdp.flows.temporary_server import TemporaryServer, start_temporary_server
@@ -851,6 +851,7 @@ def _unexpected(exc: BaseException, *, ledger_told: bool = False) -> str:
 def _serve(configs: list[str], cron: str, ledger_url: str | None, out_root: str, notify: str | None = None) -> int:
     """Deploy one ``scheduled-release/<series>`` per config and run them until stopped (docs/operations.md)."""
     url = ledger_url or default_ledger_url()
+    first_run = check_cron(cron)  # exit 2 before anything is read or served: a schedule that never fires
     served: dict[str, tuple[str, Any, str]] = {}  # series -> (config path, config, config sha256)
     for path in configs:
         config = load_config(path)  # fail fast (exit 2) on a bad config, before anything is served
@@ -889,8 +890,8 @@ def _serve(configs: list[str], cron: str, ledger_url: str | None, out_root: str,
     for series, deployment in zip(served, deployments, strict=True):  # registered first: the automations name its id
         ensure_failure_automations(series, deployment.apply(), heartbeat=heartbeat, notify_url=notify_url)
     names = ", ".join(f"scheduled-release/{s}" for s in served)
-    print(f"serving {len(deployments)} scheduled release series on {cron!r} (UTC): {names}; ledger {url}; runs silent "
-          f"for {MISSED_HEARTBEATS * heartbeat} s are set Crashed", flush=True)
+    print(f"serving {len(deployments)} scheduled release series on {cron!r} (UTC; first run {first_run:%Y-%m-%d %H:%M} "
+          f"UTC): {names}; ledger {url}; runs silent for {MISSED_HEARTBEATS * heartbeat} s are set Crashed", flush=True)
     serve(*deployments, print_starting_message=False, heartbeat_seconds=heartbeat)
     return EXIT_OK
 

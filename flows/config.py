@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 from pathlib import Path
@@ -15,10 +16,14 @@ from pydantic import BaseModel, ValidationError
 from fdpcore.errors import ConfigError
 from fdpcore.limits import MAX_CONFIG_BYTES, MAX_CONFIG_JSON_BYTES, MAX_LIST_LENGTH, MAX_TEXT_LENGTH
 
-__all__ = ["DEFAULT_CRON", "config_sha256", "format_validation_error", "load_config", "series_name"]
+__all__ = ["DEFAULT_CRON", "check_cron", "config_sha256", "format_validation_error", "load_config", "series_name"]
 
 #: Schedule of ``fdp serve`` deployments (:mod:`fdp.flows.scheduled`): 06:00 UTC on the first day of every month.
 DEFAULT_CRON = "0 6 1 * *"
+#: The largest value of each cron field (minute, hour, day of month, month, day of week): a step above it fires at 0 only.
+_CRON_FIELDS = (("minute", 59), ("hour", 23), ("day of month", 31), ("month", 12), ("day of week", 7))
+#: How far ahead ``check_cron`` looks for a first run.
+_CRON_HORIZON_YEARS = 5
 
 
 class _NoAliasLoader(yaml.SafeLoader):
@@ -167,3 +172,40 @@ def config_sha256(config: BaseModel) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+
+
+def check_cron(cron: str, now: datetime.datetime | None = None) -> datetime.datetime:
+    """The first time ``cron`` fires after ``now`` (UTC), read as Prefect's scheduler reads it; refuse what never fires.
+
+    A :class:`ConfigError` (exit 2) names the problem: not five fields (or an ``@`` macro), a field Prefect's cron
+    parser refuses, a step larger than its field's range (``*/61`` in the minute field fires only at minute 0), or no
+    match within five years (``0 6 31 2 *``: 31 February). Without this, ``fdp serve`` served a series that never runs
+    (trial I).
+
+    >>> check_cron("0 6 1 * *", datetime.datetime(2026, 11, 26, tzinfo=datetime.timezone.utc)).isoformat()
+    '2026-12-01T06:00:00+00:00'
+    >>> check_cron("0 6 31 2 *")
+    Traceback (most recent call last):
+    ...
+    fdpcore.errors.ConfigError: --cron '0 6 31 2 *' never fires (no time matches it within 5 years): check the day of month against the month
+    """
+    from prefect._vendor.croniter import CroniterBadDateError, croniter  # the parser of Prefect's scheduler
+
+    example = "five fields, minute hour day-of-month month day-of-week, in UTC: e.g. '0 6 1 * *' is 06:00 on the 1st"
+    fields = cron.split()
+    if not (len(fields) == 5 or (len(fields) == 1 and fields[0].startswith("@"))) or not croniter.is_valid(cron):
+        raise ConfigError(f"--cron {cron!r} is not a cron schedule ({example})")
+    for (name, top), field in zip(_CRON_FIELDS, fields if len(fields) == 5 else (), strict=False):
+        for part in field.split(","):
+            step = part.partition("/")[2]
+            if step.isdigit() and int(step) > top:
+                raise ConfigError(f"--cron {cron!r}: the step /{step} of the {name} field is larger than its range "
+                                  f"(0-{top}), so it fires only at {name} 0; {example}")
+    start = (now or datetime.datetime.now(datetime.UTC)).astimezone(datetime.UTC)
+    try:
+        first = croniter(cron, start.replace(tzinfo=None), max_years_between_matches=_CRON_HORIZON_YEARS).get_next(
+            datetime.datetime)
+    except CroniterBadDateError:
+        raise ConfigError(f"--cron {cron!r} never fires (no time matches it within {_CRON_HORIZON_YEARS} years): check "
+                          "the day of month against the month") from None
+    return first.replace(tzinfo=datetime.UTC)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import sqlite3
 import subprocess
@@ -222,3 +223,38 @@ def test_a_database_with_other_tables_is_still_not_an_fdp_ledger(tmp_path: Path,
         conn.execute("CREATE TABLE users (id INTEGER)")
     assert main(["budget", "show", "--ledger", f"sqlite:///{path}"]) == 1
     assert "not an fdp ledger" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("cron", "said"), [
+    ("0 6 31 2 *", "never fires (no time matches it within 5 years)"),
+    ("*/61 * * * *", "the step /61 of the minute field is larger than its range (0-59)"),
+    ("", "is not a cron schedule (five fields"),
+    ("61 * * * *", "is not a cron schedule (five fields"),
+    ("0 6 1 * * *", "is not a cron schedule (five fields"),
+])
+def test_serve_refuses_a_cron_that_never_fires_or_is_not_one_and_serves_nothing(
+        make_config, tmp_path: Path, served: list[list[Any]], capsys: pytest.CaptureFixture[str],  # noqa: ANN001
+        cron: str, said: str) -> None:
+    """Trial I: ``--cron "0 6 31 2 *"`` (31 February) and ``*/61`` were served (a series that never runs), ``""`` failed
+    with Prefect's validation text. Refused with exit 2 before anything is read, deployed or served."""
+    series = _series()
+    config = make_config(release={"name": series})
+    ledger = tmp_path / "ledger.sqlite"
+    assert main(["serve", str(config), "--ledger", f"sqlite:///{ledger}", "--out-root", str(tmp_path / "r"),
+                 "--cron", cron]) == 2
+    err = capsys.readouterr().err
+    assert f"--cron {cron!r}" in err and said in err, err
+    assert served == [] and not ledger.exists()
+    with pytest.raises(ObjectNotFound):
+        _deployment(series)
+
+
+def test_serve_states_when_its_cron_first_fires(make_config, tmp_path: Path, served: list[list[Any]],  # noqa: ANN001
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    config = make_config(release={"name": _series()})
+    assert main(["serve", str(config), "--ledger", f"sqlite:///{tmp_path / 'l.sqlite'}", "--out-root",
+                 str(tmp_path / "r"), "--cron", "0 6 1 * *"]) == 0
+    line = capsys.readouterr().out
+    first = re.search(r"first run (\d{4}-\d{2}-01 06:00) UTC", line)
+    assert first is not None, line
+    assert time.strptime(first.group(1), "%Y-%m-%d %H:%M") > time.gmtime()
