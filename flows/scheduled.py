@@ -68,7 +68,7 @@ from fdpcore.ledger import (
     wait_seconds,
 )
 
-__all__ = ["BUDGET_STEP", "DEFAULT_CRON", "LIVE_STEP", "MISSED_HEARTBEATS", "NEXT_STEP", "already_notified",
+__all__ = ["BUDGET_STEP", "CONFIG_STEP", "DEFAULT_CRON", "LIVE_STEP", "MISSED_HEARTBEATS", "NEXT_STEP", "already_notified",
            "crash_message_template", "ensure_failure_automations", "failure_automations", "failure_message",
            "forget_notified", "heartbeat_seconds", "notify_failure", "release_calendar", "scheduled_release", "scheduled_run_name"]
 
@@ -82,6 +82,13 @@ NEXT_STEP = {
     "published": "the release is published: trigger the deployment again to re-write its files",
     "cancelled": "the reservation was given back: trigger the deployment again",
 }
+
+#: What a run refused because its config file changed since ``fdp serve`` deployed it says (:func:`scheduled_release`).
+CONFIG_CHANGED = "changed since series"
+#: The next step of such a run: every later run is refused the same way until ``fdp serve`` is restarted.
+CONFIG_STEP = ("this run charged nothing: the config file changed since `fdp serve` deployed the series, so every run "
+               "of it is refused until `fdp serve` is restarted to serve the new definition (under a new release.name "
+               "if the series has releases); triggering the deployment again fails the same way")
 
 #: The next step when the ledger shows another live run holding the release (reserved or noised by a process that
 #: may still be running): it may be publishing it right now, so no new release id is advised.
@@ -242,8 +249,8 @@ def failure_message(series: str, period: str, state_name: str, ledger_url: str |
     """The notification text of a failed run: series, month, ledger state and budget, next step (no data).
 
     It reads the ledger when it is called (at send time), so a release published meanwhile is told as published.
-    ``cause`` is the run's state message; only its kind is used (a budget refusal and what ran out), never its
-    text. A release held by another live run is told as possibly publishing (:data:`LIVE_STEP`), never as lost.
+    ``cause`` is the run's state message; only its kind is used (a budget refusal and what ran out, a config changed
+    since ``fdp serve``), never its text. A release held by another live run is told as possibly publishing (:data:`LIVE_STEP`), never as lost.
     """
     ledger_text, budget_text, step = _failure_parts(series, period, ledger_url, dataset_id, cause)
     return (f"fdp: scheduled release {series}-{period} (series {series}, month {period}) ended {state_name}. "
@@ -278,7 +285,9 @@ def _failure_parts(series: str, period: str, ledger_url: str | None, dataset_id:
         pass
     ledger_state = record.state if record is not None else "none"
     budget = _budget_cause(cause)
-    if live:
+    if CONFIG_CHANGED in cause:
+        step = CONFIG_STEP
+    elif live:
         step = LIVE_STEP.format(release_id=release_id, minutes=max(1, math.ceil(wait_seconds() / 60)))
     elif ledger_state == "none" and budget is not None:
         step = BUDGET_STEP[budget if has_policy else "proposal"].format(period=period, dataset=dataset or "?")
@@ -391,7 +400,7 @@ def scheduled_release(
     digest = config_sha256(config)
     if digest != config_sha256_served or series_name(config) != series:
         raise ConfigError(
-            f"config {Path(config_path).name!r} changed since series {series!r} was served (config sha256 "
+            f"config {Path(config_path).name!r} {CONFIG_CHANGED} {series!r} was served (config sha256 "
             f"{digest[:12]}... instead of {config_sha256_served[:12]}...); restart `fdp serve` to serve the new "
             "definition (under a new release.name if the series has releases). Nothing was charged")
     period, release_id = release_calendar(series, _scheduled_start())

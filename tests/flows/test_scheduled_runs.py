@@ -243,3 +243,19 @@ def test_a_run_the_budget_refuses_logs_the_reason_without_a_traceback(series: di
     assert "would be exceeded" in err  # the reason is logged ...
     assert "Traceback (most recent call last)" not in err, err[-3000:]  # ... as a message, not a stack
     assert led.budgets("sched")[0].spent == (0.0, 0.0)
+
+
+def test_a_run_refused_for_a_changed_config_is_told_to_restart_serve_not_to_trigger_again(tmp_path: Path) -> None:
+    """Trial I: after a config edit the month's release was already published, and the webhook said "the release is
+    published: trigger the deployment again" — which fails the same way (and is then de-duplicated)."""
+    url, period = f"sqlite:///{tmp_path / 'l.sqlite'}", current_period()
+    rid = f"{SERIES}-{period}"
+    _reserved(url, rid)
+    Ledger(url).mark_noised(rid)
+    Ledger(url).publish(rid, {"manifest": {"release_id": rid}, "files": {}})
+    cause = (f"Flow run encountered an exception: ConfigError: config 'c.yaml' changed since series {SERIES!r} was "
+             "served (config sha256 0123456789ab... instead of ba9876543210...); restart `fdp serve` ...")
+    text = failure_message(SERIES, period, "Failed", url, "sched", cause)
+    assert "Ledger: published." in text  # the month's release is there
+    assert "`fdp serve` is restarted" in text and "triggering the deployment again fails the same way" in text
+    assert "trigger the deployment again to re-write" not in text
