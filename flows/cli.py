@@ -1148,8 +1148,10 @@ def _calendar(dataset: str | None, as_json: bool, ledger_url: str | None) -> int
         series, month = (m.group("series"), m.group("month")) if m else ("(manual)", r.period)
         published = ((r.public or {}).get("manifest") or {}).get("provenance", {}).get("flow_run_id")
         runs = ledger.flow_runs(r.release_id)
+        spent = r.state != "cancelled"  # a cancelled reservation was given back: it spent nothing (budget show agrees)
         rows.append({"dataset_id": r.dataset_id, "series": series, "month": month, "state": r.state,
-                     "epsilon": r.epsilon, "delta": r.delta, "release_id": r.release_id, "period_charged": r.period,
+                     "epsilon": r.epsilon if spent else 0.0, "delta": r.delta if spent else 0.0,
+                     "release_id": r.release_id, "period_charged": r.period if spent else None,
                      "flow_run_id": published or (runs[-1] if runs else None), "flow_runs": runs})
     rows += _missing_months(rows, current_period())
     rows.sort(key=lambda x: (x["dataset_id"], x["series"], x["month"], x["release_id"]))

@@ -256,15 +256,18 @@ def test_calendar_lists_series_by_month_with_state_cost_and_flow_run(
     led.reserve(release_id="elec-covariance-2000-01-b", epsilon=0.5, provenance={"flow_run_id": "run-c"},
                 period="2000-01", **kw)
     led.record_flow_run("elec-mean-2000-01", "run-d")
+    led.reserve(release_id="k-term-1", epsilon=0.5, provenance={"flow_run_id": "run-e"}, period="2000-01", **kw)
+    led.cancel("k-term-1")  # given back: it spent nothing, and the calendar says so (trial I showed epsilon 1)
     capsys.readouterr()
     assert main(["calendar", "--json", "--ledger", url]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [(r["series"], r["month"], r["state"], r["epsilon"], r["release_id"], r["flow_run_id"]) for r in rows] == [
+        ("(manual)", "2000-01", "cancelled", 0.0, "k-term-1", "run-e"),
         ("elec-covariance", "2000-01", "noised", 1.0, "elec-covariance-2000-01", "run-b"),
         ("elec-covariance", "2000-01", "reserved", 0.5, "elec-covariance-2000-01-b", "run-c"),
         ("elec-mean", "2000-01", "reserved", 1.0, "elec-mean-2000-01", "run-d"),
     ]
-    assert rows[2]["flow_runs"] == ["run-a", "run-d"]
+    assert rows[3]["flow_runs"] == ["run-a", "run-d"] and rows[0]["period_charged"] is None
     assert main(["calendar", "--dataset", "elec", "--ledger", url]) == 0
     text = capsys.readouterr().out
     assert text.splitlines()[0].split() == ["series", "month", "state", "epsilon", "delta", "release", "id", "flow", "run"]
