@@ -924,11 +924,15 @@ def _check_series_deployments(served: dict[str, tuple[str, Any, str]], url: str)
             except ObjectNotFound:
                 continue
             if existing.parameters.get("config_sha256_served") != digest:
+                served_digest = str(existing.parameters.get("config_sha256_served") or "?")
                 raise ReleaseFailure(
-                    f"series {series!r} is already deployed (scheduled-release/{series}) with another config "
-                    f"({existing.parameters.get('config_path')!r}); {path!r} would replace it. Give it its own "
-                    f"`release: {{name: ...}}`, or delete the old deployment first "
-                    f"(`prefect deployment delete scheduled-release/{series}`)", EXIT_INPUT)
+                    f"series {series!r} is already deployed (scheduled-release/{series}) with another config: it "
+                    f"serves {existing.parameters.get('config_path')!r} as it was when served (config sha256 "
+                    f"{served_digest[:12]}...), and {path!r} has config sha256 {digest[:12]}... now (the same file "
+                    "edited since, or another file; `fdp audit config-hash CONFIG` prints it). A series keeps one "
+                    f"definition: give the new one its own `release: {{name: ...}}`, restore the served config, or, "
+                    f"if the series has no releases yet, delete the old deployment (`prefect deployment delete "
+                    f"scheduled-release/{series}`)", EXIT_INPUT)
             deployed = existing.parameters.get("ledger_url")
             if deployed and not _same_ledger(deployed, url):
                 raise ReleaseFailure(

@@ -258,3 +258,23 @@ def test_serve_states_when_its_cron_first_fires(make_config, tmp_path: Path, ser
     first = re.search(r"first run (\d{4}-\d{2}-01 06:00) UTC", line)
     assert first is not None, line
     assert time.strptime(first.group(1), "%Y-%m-%d %H:%M") > time.gmtime()
+
+
+def test_serve_of_an_edited_config_names_both_hashes_and_a_fix_that_works(
+        make_config, tmp_path: Path, served: list[list[Any]], capsys: pytest.CaptureFixture[str]) -> None:  # noqa: ANN001
+    """Trial I: after an edit the refusal named the same file as "another config" and advised only deleting the
+    deployment, which the ledger then refuses too when the series has releases."""
+    series = _series()
+    config = make_config(release={"name": series})
+    command = ["serve", str(config), "--ledger", f"sqlite:///{tmp_path / 'l.sqlite'}", "--out-root", str(tmp_path / "r")]
+    assert main(command) == 0, capsys.readouterr().err
+    before = config_sha256(load_config(config))
+    config.write_text(config.read_text().replace("epsilon: 1.0", "epsilon: 0.9", 1))
+    after = config_sha256(load_config(config))
+    assert after != before
+    capsys.readouterr()
+    assert main(command) == 2
+    err = capsys.readouterr().err
+    assert f"config sha256 {before[:12]}..." in err and f"config sha256 {after[:12]}... now" in err, err
+    assert "`release: {name: ...}`" in err and "if the series has no releases yet" in err
+    assert _deployment(series).parameters["config_sha256_served"] == before  # nothing was replaced
