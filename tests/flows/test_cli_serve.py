@@ -66,8 +66,8 @@ def test_serve_restarts_on_an_out_root_holding_its_published_releases(
     capsys.readouterr()
 
     assert main(command) == 0, capsys.readouterr().err  # the restart (reboot, deploy) on the same --out-root
-    assert capsys.readouterr().out.startswith(f"serving 1 scheduled release series on '0 6 1 * *' (UTC): "
-                                              f"scheduled-release/{series}")
+    assert re.match(rf"serving 1 scheduled release series on '0 6 1 \* \*' \(UTC; first run \d{{4}}-\d\d-01 06:00 "
+                    rf"UTC\): scheduled-release/{re.escape(series)}", capsys.readouterr().out)
     assert len(served) == 2
     assert Ledger(ledger).get(f"{series}-{current_period()}").state == "published"
 
