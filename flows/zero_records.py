@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fdp.tasks.planning import grid_ends, unaligned_contribution
-from fdp.tasks.preflight import Inputs
+from fdp.tasks.preflight import Inputs, UnitCount
 
 from fdpcore.io.coverage import units_without_usable_rows
 
@@ -31,7 +31,7 @@ CURVE_SUMMARIES = ("mean", "covariance", "fpca", "fosr")
 
 
 @dataclass(frozen=True)
-class ZeroRecords:
+class ZeroRecords(UnitCount):
     """Units released as the zero record (data: for the curator's terminal only).
 
     Attributes:
@@ -40,14 +40,7 @@ class ZeroRecords:
         without_rows: among ``count``, units none of whose rows has a finite value at a time inside ``time_domain``.
     """
 
-    count: int
-    n: int
     without_rows: int
-
-    @property
-    def share(self) -> float:
-        """``count / n``."""
-        return self.count / self.n if self.n else 0.0
 
     def as_dict(self) -> dict[str, Any]:
         """``fdp plan --json``'s ``zero_records`` field."""

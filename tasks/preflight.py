@@ -73,6 +73,19 @@ class Inputs:
     aligned: AlignedCurves | None = None
 
 
+@dataclass(frozen=True)
+class UnitCount:
+    """``count`` of ``n`` units found by a terminal-only check of :class:`Inputs` (data: never published or stored)."""
+
+    count: int
+    n: int
+
+    @property
+    def share(self) -> float:
+        """``count / n``."""
+        return self.count / self.n if self.n else 0.0
+
+
 def check_inputs(config: Any, config_dir: str) -> int | None:
     """Raise :class:`fdpcore.errors.DataError` (naming the file, column and row) where the release's reader would.
 

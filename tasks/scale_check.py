@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 from fdp.tasks.planning import release_grid, tau_search_range
-from fdp.tasks.preflight import Inputs
+from fdp.tasks.preflight import Inputs, UnitCount
 
 from fdpcore.summaries.fpca import reference_on_grid
 
@@ -34,7 +34,7 @@ CURVE_SUMMARIES = ("mean", "covariance", "fpca", "fosr")
 
 
 @dataclass(frozen=True)
-class OutOfScale:
+class OutOfScale(UnitCount):
     """Aligned records whose norm exceeds the largest clip radius the release can use (data: terminal only).
 
     Attributes:
@@ -49,18 +49,11 @@ class OutOfScale:
         tau_min: the lower end of ``tau: auto``'s range (``None`` for a public tau).
     """
 
-    count: int
-    n: int
     tau_max: float
     median_ratio: float
     max_ratio: float
     below: int = 0
     tau_min: float | None = None
-
-    @property
-    def share(self) -> float:
-        """``count / n``."""
-        return self.count / self.n if self.n else 0.0
 
     def as_dict(self) -> dict[str, Any]:
         """``fdp plan --json``'s ``out_of_scale`` field."""
