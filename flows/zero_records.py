@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fdp.tasks.planning import grid_ends, unaligned_contribution
-from fdp.tasks.preflight import Inputs, UnitCount
+from fdp.tasks.preflight import CURVE_SUMMARIES, Inputs, UnitCount
 
 from fdpcore.io.coverage import units_without_usable_rows
 
@@ -26,8 +26,6 @@ __all__ = ["ZERO_RECORD_WARN_SHARE", "ZeroRecords", "count_zero_records", "zero_
 #: The share of zero records from which ``fdp plan`` and ``fdp init`` warn.
 ZERO_RECORD_WARN_SHARE = 0.05
 
-#: Curve summaries whose records are aligned onto the grid.
-CURVE_SUMMARIES = ("mean", "covariance", "fpca", "fosr")
 
 
 @dataclass(frozen=True)

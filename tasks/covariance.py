@@ -35,6 +35,7 @@ from fdp.tasks.planning import (
     curve_error_text,
     expected_l2_error,
     expected_l2_error_with_bias,
+    public_reference,
     release_grid,
     with_bias_note,
 )
@@ -54,7 +55,6 @@ from fdpcore.summaries.covariance import (
     psd_projection,
     summarise_covariance,
 )
-from fdpcore.summaries.fpca import reference_on_grid
 
 EIGEN_FILE = "eigenfunctions.parquet"
 
@@ -74,8 +74,7 @@ def covariance_center(config: CovarianceReleaseConfig, ledger_url: str) -> tuple
     if c.kind == "public":
         if c.reference is None:
             return np.zeros(grid.size), None
-        return reference_on_grid(c.reference.time, c.reference.value, grid, time_domain=ds.time_domain,
-                                 value_offset=ds.value_offset, value_scale=ds.value_scale), None
+        return public_reference(config), None
     record = Ledger(ledger_url).get(str(c.release_id))
     where = f"centering.release_id ({c.release_id!r})"
     if record is None or record.state != "published" or record.public is None:

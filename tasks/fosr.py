@@ -29,7 +29,7 @@ from fdp.tasks.planning import (
     expected_l2_error,
     expected_l2_error_with_bias,
     fosr_plan,
-    release_grid,
+    public_reference,
     with_bias_note,
 )
 
@@ -39,7 +39,6 @@ from fdpcore.errors import DataError
 from fdpcore.io.covariates import read_unit_covariates
 from fdpcore.noise.quantiles import PublicChoice
 from fdpcore.summaries.fosr import clip_covariates, draw_fosr_release, fosr_t2_noise_band, summarise_fosr
-from fdpcore.summaries.fpca import reference_on_grid
 
 
 @data_task(name="plan-fosr")
@@ -56,11 +55,7 @@ def plan_fosr(
 
 def fosr_reference(config: FosrReleaseConfig) -> Any:
     """The public reference curve on the release grid (scaled units), or ``None`` without centring."""
-    if config.centering is None:
-        return None
-    ds, c = config.dataset, config.centering
-    return reference_on_grid(c.time, c.value, release_grid(config), time_domain=ds.time_domain,  # type: ignore[arg-type]
-                             value_offset=ds.value_offset, value_scale=ds.value_scale)
+    return public_reference(config)
 
 
 @data_task(name="load-covariates")

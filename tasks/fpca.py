@@ -24,7 +24,7 @@ from fdp.tasks import _publish
 from fdp.tasks._plots import profiles_png, value_label
 from fdp.tasks._settings import data_task, noise_task
 from fdp.tasks.ledger import close_release, mark_noised, period_and_budget, provenance
-from fdp.tasks.planning import fpca_plan, release_grid
+from fdp.tasks.planning import fpca_plan, public_reference
 from threadpoolctl import threadpool_limits
 
 import fdpcore
@@ -34,7 +34,6 @@ from fdpcore.summaries.fpca import (
     FpcaPlan,
     draw_fpca_components,
     fpca_gram,
-    reference_on_grid,
 )
 
 PLOT_FILE = "components.png"
@@ -50,14 +49,8 @@ def plan_fpca(
     With ``tau: auto``: ``tau`` is the released value (or 1 for the plan that only prices the charge) and
     ``choices`` the public choice it was bought with (:func:`fdp.tasks.planning.fpca_plan`; ``n`` sizes its split).
     """
-    grid = release_grid(config)  # type: ignore[arg-type]
     plan = fpca_plan(config, n, tau, choices)  # the same plan `fdp plan` reports (fdp.tasks.planning)
-    reference = None
-    if config.centering is not None:
-        ds = config.dataset
-        reference = reference_on_grid(config.centering.time, config.centering.value, grid, time_domain=ds.time_domain,
-                                      value_offset=ds.value_offset, value_scale=ds.value_scale)
-    return FpcaPlanEnvelope(plan=plan, reference=reference)
+    return FpcaPlanEnvelope(plan=plan, reference=public_reference(config))
 
 
 @data_task(name="center-curves")

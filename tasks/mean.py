@@ -9,13 +9,12 @@ from fdp.schemas import ChargeRequest, CurveBatch, MeanSummary, NoisePlan, Relea
 from fdp.tasks import _publish
 from fdp.tasks._settings import data_task, noise_task
 from fdp.tasks.ledger import close_release, mark_noised, period_and_budget, provenance
-from fdp.tasks.planning import mean_plan, public_choices, release_grid
+from fdp.tasks.planning import mean_plan, public_choices, public_reference, release_grid
 from fdp.tasks.preflight import read_and_align
 
 import fdpcore
 from fdpcore.data.preprocess import add_reference, centre_on_reference, clip_l2
 from fdpcore.noise.quantiles import PublicChoice, draw_public_choice, record_levels, record_norms
-from fdpcore.summaries.fpca import reference_on_grid
 from fdpcore.summaries.mean import draw_mean_release, select_mean_parameters, summarise_mean
 
 __all__ = ["charge_request", "check_same_cost", "choose_public_parameters", "clip_curves", "draw_noise", "load_curves",
@@ -44,8 +43,7 @@ def mean_reference(config: ReleaseConfig) -> Any:
         return None
     if isinstance(ds.value_offset, str):
         raise fdpcore.InternalError("value_offset 'auto' with a centering reference (the schema refuses it)")
-    return reference_on_grid(c.time, c.value, release_grid(config), time_domain=ds.time_domain,
-                             value_offset=ds.value_offset, value_scale=ds.value_scale)
+    return public_reference(config)
 
 
 def _load(config: ReleaseConfig, config_dir: str, value_offset: float | None) -> CurveBatch:

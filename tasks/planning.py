@@ -32,7 +32,7 @@ from fdpcore.privacy.tuning import DEFAULT_SIGNAL_FRACTION
 from fdpcore.summaries.covariance import plan_covariance_release
 from fdpcore.summaries.erm import plan_erm_release
 from fdpcore.summaries.fosr import plan_fosr_release
-from fdpcore.summaries.fpca import fpca_basis, gaussian_length_scale, plan_fpca_release
+from fdpcore.summaries.fpca import fpca_basis, gaussian_length_scale, plan_fpca_release, reference_on_grid
 from fdpcore.summaries.kde import BandwidthChoice, plan_kde_release
 from fdpcore.summaries.mean import auto_public_choices, candidate_plans, plan_mean_release
 
@@ -41,7 +41,7 @@ __all__ = [
     "count_config_units", "count_units_of_file", "covariance_centering_check", "covariance_plan", "curve_error_text",
     "end_gap", "erm_plan", "expected_l2_error", "fosr_plan", "fpca_plan", "grid_ends", "kde_plan", "least_epsilon",
     "mean_plan", "mean_public_choices", "noise_band", "point_axes", "point_error_text", "point_value_units",
-    "public_choices", "release_grid", "tau_public_choices", "tau_search_range", "unaligned_contribution",
+    "public_choices", "public_reference", "release_grid", "tau_public_choices", "tau_search_range", "unaligned_contribution",
 ]
 
 #: Level of the published pointwise noise band.
@@ -53,6 +53,22 @@ def release_grid(config: Any) -> Grid:
     g = config.grid
     return make_grid(g.rule, size=g.size, points=g.points, domain_range=g.domain)
 
+
+
+def public_reference(config: Any) -> Any:
+    """The public reference curve a config centres its records on before clipping, rescaled on the release grid.
+
+    The ``centering`` block of a mean, FoSR or FPCA config, or a covariance's ``centering.reference`` (kind
+    ``public``); ``None`` without one (``preprocess.public_reference@1``). Public inputs only.
+    """
+    block = getattr(config, "centering", None)
+    if config.summary == "covariance":
+        block = getattr(block, "reference", None)
+    if block is None:
+        return None
+    ds = config.dataset
+    return reference_on_grid(block.time, block.value, release_grid(config), time_domain=ds.time_domain,
+                             value_offset=ds.value_offset, value_scale=ds.value_scale)
 
 def end_gap(config: Any) -> tuple[float, float]:
     """``dataset.max_end_gap`` of a curve config as ``(source time units, grid-domain units)`` (``preprocess.align_linear@2``).

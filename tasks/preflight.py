@@ -73,6 +73,10 @@ class Inputs:
     aligned: AlignedCurves | None = None
 
 
+#: Curve summaries: their records are rescaled by value_offset and value_scale and aligned onto the grid.
+CURVE_SUMMARIES = ("mean", "covariance", "fpca", "fosr")
+
+
 @dataclass(frozen=True)
 class UnitCount:
     """``count`` of ``n`` units found by a terminal-only check of :class:`Inputs` (data: never published or stored)."""

@@ -19,18 +19,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from fdp.tasks.planning import release_grid, tau_search_range
-from fdp.tasks.preflight import Inputs, UnitCount
-
-from fdpcore.summaries.fpca import reference_on_grid
+from fdp.tasks.planning import public_reference, release_grid, tau_search_range
+from fdp.tasks.preflight import CURVE_SUMMARIES, Inputs, UnitCount
 
 __all__ = ["OUT_OF_SCALE_WARN_SHARE", "OutOfScale", "count_out_of_scale", "out_of_scale_warning"]
 
 #: The share of records above the largest tau the release can use from which ``fdp plan`` and ``fdp init`` warn.
 OUT_OF_SCALE_WARN_SHARE = 0.25
 
-#: Curve summaries whose records are rescaled by value_offset and value_scale.
-CURVE_SUMMARIES = ("mean", "covariance", "fpca", "fosr")
 
 
 @dataclass(frozen=True)
@@ -62,18 +58,6 @@ class OutOfScale(UnitCount):
                 "tau_min": self.tau_min}
 
 
-def _reference(config: Any) -> Any:
-    """The public reference curve the records are centred on before clipping (rescaled, on the grid), or ``None``."""
-    block = getattr(config, "centering", None)
-    if config.summary == "covariance":
-        block = getattr(block, "reference", None)
-    if block is None:
-        return None
-    ds = config.dataset
-    return reference_on_grid(block.time, block.value, release_grid(config), time_domain=ds.time_domain,
-                             value_offset=ds.value_offset, value_scale=ds.value_scale)
-
-
 def _tau_bounds(config: Any) -> tuple[float | None, float] | None:
     """``(tau_min, tau_max)``: ``tau: auto``'s range, or ``(None, tau)`` for a public ``clipping.tau``."""
     tau = getattr(getattr(config, "clipping", None), "tau", None)
@@ -102,7 +86,7 @@ def count_out_of_scale(config: Any, inputs: Inputs) -> OutOfScale | None:
     x = np.asarray(aligned.data_matrix)[np.asarray(rows, dtype=bool)]
     if x.shape[0] == 0:
         return None
-    reference = _reference(config)
+    reference = public_reference(config)
     if reference is not None:
         x = x - reference[None, :]
     norms = np.sqrt(np.sum(x * x * release_grid(config).weights, axis=1))
