@@ -111,7 +111,7 @@ def fosr(draws: int, rng: np.random.Generator, kernel: dict | None = None, rule:
                                  tuning=rule, secure=False)
         z, _ = clip_covariates(zraw, plan.bound)
         z1, z2 = summarise_fosr(z, y, plan)
-        coef, _ = draw_fosr_release(plan, z1, z2, draws=draws, rng=rng)
+        coef, _, _ = draw_fosr_release(plan, z1, z2, draws=draws, rng=rng)
         t1, g = fosr_moments(design_matrix(z, intercept=True), plan.basis.coefficients(y))
         ols = np.linalg.solve(t1, g) @ plan.basis.eigenfunctions.T
         d = np.sqrt(np.einsum("dpk,k,dpk->dp", coef - ols, grid.weights, coef - ols)) * ds.value_scale

@@ -348,6 +348,12 @@ def print_plan(report: dict[str, Any]) -> None:
               "rho x n / 2 units (" + ", ".join(f"{f * n / 2:.3g}" for _, f in floors) + ": T1's smallest eigenvalue "
               "is 2 x that group's size / n); more epsilon lowers rho. The E L2 error above is the noise of T2 only: the coefficients' error is "
               "larger (the inverse of T1 amplifies it)")
+        if any(r["tuning"].get("rule") == "risk_prior" for r in report["rows"] if "error" not in r):
+            print("  T2's smoothing: the eta and psi above are risk_prior's for a design with T1 = I; the release draws T1 "
+                  "first and re-chooses them with T2's noise scaled by A = tr((T1~^+)^2)/p of the released T1~ "
+                  "(tuning.fosr.t2_given_t1@1; post-processing, same budget), so a poorly conditioned design (one-hot "
+                  "dummies: A of 10-60) is smoothed more, and its T2 noise is smaller, than this plan shows; the "
+                  "manifest records the pair used and A")
     rising = _rising_note(report["rows"], error_key, biased)
     if rising is not None:
         print(f"  {rising}")

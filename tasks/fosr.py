@@ -100,11 +100,15 @@ def fosr_charge_request(
 
 @noise_task(name="draw-fosr")
 def draw_fosr(ledger_url: str, release_id: str, plan: FosrPlanEnvelope, data: FosrData, noised: bool = False) -> Any:
-    """Mark the charge final (unless ``tau: auto``'s draw did), draw both parts' noise once, assemble beta~."""
+    """Mark the charge final (unless ``tau: auto``'s draw did), draw both parts' noise once, assemble beta~.
+
+    Returns the coefficient curves, the released ``T1~`` and the plan of the draw (``T2``'s ``(eta, psi)`` chosen
+    from ``T1~``: :func:`fdpcore.summaries.fosr.given_t1`), which the manifest records.
+    """
     if not noised:
         mark_noised(ledger_url, release_id)
-    coef, t1 = draw_fosr_release(plan.plan, data.t1, data.t2, draws=1)
-    return coef[0], t1[0]
+    coef, t1, plans = draw_fosr_release(plan.plan, data.t1, data.t2, draws=1)
+    return coef[0], t1[0], plans[0]
 
 
 def public_fosr_release(
@@ -135,8 +139,9 @@ def public_fosr_release(
     l2_source, l2 = expected_l2_error(config, p)  # type: ignore[misc]
     guarantee = (f"pure {p.epsilon:g}-differential privacy for each {_publish.unit_noun(ds.privacy_unit)} (replace-one adjacency, n public): "
                  f"Laplace noise on the design moments T1 (epsilon {p.epsilon1:g}) and ICLP noise on the cross-moment "
-                 f"curves T2 (epsilon {p.epsilon2:g}), sequential composition; the coefficient curves are "
-                 "post-processing" + _publish.bought_text(p.public_choices))
+                 f"curves T2 (epsilon {p.epsilon2:g}), sequential composition"
+                 + (" (T2's smoothing chosen from the released T1, adaptively)" if p.t2_amplification is not None else "")
+                 + "; the coefficient curves are post-processing" + _publish.bought_text(p.public_choices))
     manifest = FosrManifest(
         release_id=release_id, dataset_id=ds.id, mechanism=config.mechanism, n=p.n,
         privacy={"epsilon": p.epsilon, "delta": 0.0, "privacy_unit": ds.privacy_unit, "guarantee": guarantee},  # type: ignore[arg-type]
@@ -153,7 +158,8 @@ def public_fosr_release(
             "grid": {"rule": grid.rule, "size": grid.size, "domain": list(grid.domain_range),
                      "points": grid.grid_points.tolist()},
             "kernel": p.basis.kernel.as_dict(), "kernel_trace_normalized": True, "n_basis": p.basis.n_basis,
-            "eta": p.eta, "psi": p.psi, "tuning": {"rule": p.tuning, "formula": p.tuning_formula, "beta": p.beta},
+            "eta": p.eta, "psi": p.psi, "tuning": {"rule": p.tuning, "formula": p.tuning_formula, "beta": p.beta,
+                                                   **_t2_tuning_note(p)},
             "covariates": [c.model_dump() for c in config.covariates], "intercept": p.intercept,
             "design_columns": [label for label, _, _ in config.design_columns()],
             "p": p.p, "covariate_bound": p.bound,
@@ -195,13 +201,24 @@ def public_fosr_release(
                                                                    _publish.PLOT_FILE: base64.b64encode(png).decode()}}
 
 
+def _t2_tuning_note(p: Any) -> dict[str, Any]:
+    """The manifest's account of a T2 smoothing chosen from the released T1~ (tuning.fosr.t2_given_t1@1)."""
+    if p.t2_amplification is None:
+        return {}
+    return {"t2_amplification": p.t2_amplification,
+            "note": "eta and psi of T2 were chosen after T1 was released: the risk_prior rule with T2's noise scaled by "
+                    "t2_amplification = tr((T1~^+)^2)/p, computed from the released design_moments and the public "
+                    "safe_inverse_floor (post-processing); T2's sensitivity and noise are those of the chosen pair"}
+
+
 @data_task(name="publish-fosr")
 def publish_fosr(
     ledger_url: str, release_id: str, config: FosrReleaseConfig, config_sha256: str, plan: FosrPlanEnvelope,
     drawn: Any, out_dir: str,
 ) -> dict[str, Any]:
     """Close the ledger entry, write Parquet + manifest, create the artifacts."""
-    coef, t1 = drawn
+    coef, t1, drawn_plan = drawn
+    plan = plan.model_copy(update={"plan": drawn_plan})  # T2's (eta, psi) as drawn: chosen from the released T1~
     public = public_fosr_release(release_id, config, plan, coef, t1, provenance(config_sha256, public=True))
     m = public["manifest"]
     names = ", ".join(c.name for c in config.covariates)

@@ -9,6 +9,11 @@ released privately and combined afterwards (post-processing only):
 * ``T2``: ICLP-QR shrinkage of its ``p`` coefficient curves and ICLP noise, epsilon ``(1 - gamma) eps``;
 * ``beta~ = T1~^+ T2~`` with a *safe inverse* (eigenvalues floored at a public ``rho_min``).
 
+``T1`` is drawn first. With the default rule ``risk_prior`` the smoothing ``(eta, psi)`` of ``T2`` is then chosen
+from the released ``T1~`` (formula ``tuning.fosr.t2_given_t1@1``): ``T2``'s noise reaches the coefficients through
+``T1~^+``, so a poorly conditioned design gets more smoothing. The plan's ``(eta, psi)`` are those of an orthonormal
+design; the plan of each draw (:attr:`FosrRelease.plans`) holds the ones used.
+
 Records: covariates clipped record-wise to ``||z_i||_2 <= B`` (``B_x`` on the whole ``x`` without an
 intercept; ``B_z`` on the non-constant part with one), curves clipped to ``||Y_i||_W <= tau_Y``.
 Whitened coordinates and OpenDP sampling are those of :mod:`fdpcore.noise.iclp`.
@@ -18,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -39,7 +44,7 @@ from fdpcore.noise.quantiles import (
     plan_with_tau,
 )
 from fdpcore.privacy.accounting import exact
-from fdpcore.privacy.tuning import DEFAULT_SIGNAL_FRACTION, prior_sq_bias, pss_iclp_qr
+from fdpcore.privacy.tuning import DEFAULT_SIGNAL_FRACTION, prior_sq_bias, pss_iclp_qr, risk_prior_search
 from fdpcore.summaries.covariance import qr_regularisation
 from fdpcore.summaries.mean import iclp_qr_shrinkage, iclp_qr_weights
 
@@ -56,10 +61,12 @@ __all__ = [
     "fosr_t1_sensitivity",
     "fosr_t2_sensitivity",
     "fosr_whitened",
+    "given_t1",
     "plan_fosr_release",
     "release_fosr",
     "safe_inverse",
     "summarise_fosr",
+    "t2_amplification",
 ]
 
 
@@ -221,6 +228,8 @@ def fosr_moments(design: ArrayLike, curve_coefficients: ArrayLike) -> tuple[NDAr
     n = x.shape[0]
     return (x.T @ x) / n, (x.T @ th) / n
 
+T2_GIVEN_T1 = "tuning.fosr.t2_given_t1@1"
+
 
 def _exact_parts(epsilon: float, gamma: float) -> tuple[float, float]:
     """``(gamma eps, (1 - gamma) eps)`` rounded to decimals that sum exactly to ``eps`` (the ledger's accounting)."""
@@ -259,6 +268,9 @@ class FosrPlan:
         public_choices: ``tau: auto`` (:mod:`fdpcore.noise.quantiles`), a named split of ``epsilon`` paid before
             ``T1`` and ``T2``; ``tau_y`` is then the value it released.
         signal_fraction: the ``risk_prior`` prior's signal per cross-moment curve, a fraction of ``tau_y``.
+        t2_amplification: ``None`` in a plan made from public inputs; in the plan of a draw whose ``(eta, psi)`` were
+            chosen from the released ``T1~`` (:func:`given_t1`), the factor ``tr(T1~^+ T1~^+) / p`` they were chosen
+            with (post-processing of ``T1~``).
     """
 
     basis: Eigenbasis
@@ -284,6 +296,7 @@ class FosrPlan:
     floor: float
     public_choices: tuple[PublicChoice, ...] = ()
     signal_fraction: float = DEFAULT_SIGNAL_FRACTION
+    t2_amplification: float | None = None
 
     @property
     def epsilon_mechanism(self) -> float:
@@ -335,7 +348,19 @@ class FosrPlan:
             ids.add("tuning.fosr.gamma_balanced@1")
         if self.tuning_formula is not None:
             ids.add(self.tuning_formula)
+        if self.tuning_formula == T2_GIVEN_T1:  # the risk_prior rule, with T1~'s amplification
+            ids.add("tuning.risk.iclp_qr.prior@1")
         return sorted(ids | choice_formulas(self.public_choices))
+
+
+def _t2_noise_sq(lam: NDArrayFloat, *, p: int, bound: float, n: int, intercept: bool,
+                 epsilon2: float) -> Callable[[float, float], float]:
+    """``(eta, psi) -> E||T2 noise||^2`` of one cross-moment curve at ``tau_Y = 1`` (MATH.md §7, §3.5): public."""
+    def noise_sq(e: float, q: float) -> float:
+        d = fosr_t2_sensitivity(lam, eta=e, psi=q, tau_y=1.0, p=p, bound=bound, n=n, intercept=intercept)
+        return 2.0 * d * d * float(lam.sum()) / epsilon2**2
+
+    return noise_sq
 
 
 def plan_fosr_release(
@@ -414,13 +439,8 @@ def plan_fosr_release(
                                    bound=bound, n=n, intercept=intercept)
         g0 = fosr_gamma_balanced(delta1=d1, n_t1=n_t1, delta2=d2_0, p=p, tau_y=1.0, x_bound=x_bound,
                                  trace=basis.trace) if gamma is None else float(gamma)
-        e2 = epsilon * (1.0 - g0)
-
-        def noise_sq(e: float, q: float) -> float:  # per cross-moment curve, at tau_Y = 1 (MATH.md §7, §3.5)
-            d = fosr_t2_sensitivity(lam, eta=e, psi=q, tau_y=1.0, p=p, bound=bound, n=n, intercept=intercept)
-            return 2.0 * d * d * float(lam.sum()) / e2**2
-
-        return lam, noise_sq, signal_fraction
+        return lam, _t2_noise_sq(lam, p=p, bound=bound, n=n, intercept=intercept, epsilon2=epsilon * (1.0 - g0)), \
+            signal_fraction
 
     basis, beta, eta, psi, rule, rule_formula = qr_regularisation(grid, kernel, n=n, epsilon=epsilon, eta=eta, psi=psi,
                                                                    tuning=tuning, risk=risk)
@@ -485,34 +505,103 @@ def fosr_whitened(t1: ArrayLike, g: ArrayLike, plan: FosrPlan) -> tuple[NDArrayF
 
 @dataclass(frozen=True, eq=False)
 class FosrRelease:
-    """A private FoSR release: ``coefficients`` (``draws x p x K`` curves ``beta~_m``), ``t1`` (``draws x p x p``)."""
+    """A private FoSR release: ``coefficients`` (``draws x p x K`` curves ``beta~_m``), ``t1`` (``draws x p x p``).
+
+    ``plans`` holds each draw's plan (``T2``'s ``(eta, psi)`` chosen from that draw's ``T1~`` by
+    :func:`given_t1`); ``plan`` is the first of them.
+    """
 
     coefficients: NDArrayFloat
     t1: NDArrayFloat
     plan: FosrPlan
+    plans: tuple[FosrPlan, ...] = ()
+
+
+def t2_amplification(t1_released: ArrayLike, floor: float) -> float:
+    """``tr(T1~^+ T1~^+) / p``: how much the safe inverse scales ``T2``'s noise energy on average (formula ``tuning.fosr.t2_given_t1@1``).
+
+    ``beta~ - T1~^+ T2hat = T1~^+ xi`` with ``xi``'s ``p`` rows independent and of equal expected energy ``N``, so
+    ``E||T1~^+ xi||^2 = tr((T1~^+)^2) N``: ``p N`` times this factor. A function of the released ``T1~`` and the
+    public floor only (post-processing). At most ``1 / floor^2``.
+
+    >>> t2_amplification([[1.0, 0.0], [0.0, 0.25]], 0.1)
+    8.5
+    """
+    inv = safe_inverse(t1_released, floor)
+    return float(np.sum(inv * inv)) / float(inv.shape[0])
+
+
+def given_t1(plan: FosrPlan, t1_released: ArrayLike) -> FosrPlan:
+    """The plan of one draw: ``T2``'s ``(eta, psi)`` chosen after ``T1~`` is released (formula ``tuning.fosr.t2_given_t1@1``).
+
+    .. math:: (\\hat\\eta,\\hat\\psi)=\\arg\\min\\ s^2\\sum_l\\Big(\\frac{\\psi}{\\lambda_l^\\eta+\\psi}\\Big)^2
+              \\frac{\\lambda_l}{\\mathrm{tr}\\,C}+A\\,N(\\eta,\\psi),\\qquad A=\\frac{\\mathrm{tr}(\\tilde T_1^{+2})}{p}
+
+    the ``risk_prior`` rule of each coefficient curve: ``N`` is the expected squared noise of one cross-moment curve
+    at ``epsilon2`` (unit radius) and :func:`t2_amplification` ``A`` what the safe inverse does to it. Only for the
+    rule ``risk_prior``; a fixed pair or a PSS rule returns ``plan`` unchanged. ``epsilon1``, ``epsilon2``, the floor
+    and ``T1``'s calibration are those of ``plan``; ``delta2`` and ``T2``'s calibration are recomputed exactly for
+    the chosen pair, so ``T2~`` is ``epsilon2``-DP whichever pair is chosen, and the choice reads only ``T1~``
+    (already released) and public inputs: adaptive sequential composition (``accounting.pure.sequential@1``) keeps
+    the release ``epsilon``-DP.
+
+    >>> from fdpcore.basis.grids import midpoint_grid
+    >>> pl = plan_fosr_release(midpoint_grid(20), {"name": "matern", "nu": 1.5, "rho": 0.2}, n=100, n_covariates=2,
+    ...                        intercept=True, bound=1.0, tau_y=1.0, epsilon=2.0, secure=False)
+    >>> near_singular = given_t1(pl, [[1.0, 0.5, 0.5], [0.5, 0.5, 0.49], [0.5, 0.49, 0.5]])
+    >>> near_singular.psi > given_t1(pl, np.eye(3)).psi, near_singular.epsilon2 == pl.epsilon2
+    (True, True)
+    """
+    if plan.tuning != "risk_prior":
+        return plan
+    amp = t2_amplification(t1_released, plan.floor)
+    lam = plan.basis.eigenvalues
+    noise = _t2_noise_sq(lam, p=plan.p, bound=plan.bound, n=plan.n, intercept=plan.intercept, epsilon2=plan.epsilon2)
+    choice = risk_prior_search(lam, lambda e, q: amp * noise(e, q), signal_fraction=plan.signal_fraction)
+    eta, psi = float(choice.eta or 0.0), float(choice.psi or 0.0)
+    d2 = fosr_t2_sensitivity(lam, eta=eta, psi=psi, tau_y=plan.tau_y, p=plan.p, bound=plan.bound, n=plan.n,
+                             intercept=plan.intercept)
+    cal2 = calibrate_iclp(d2, plan.epsilon2, n_basis=plan.p * plan.basis.n_basis, secure=plan.calibration2.secure)
+    return replace(plan, eta=eta, psi=psi, delta2=d2, calibration2=cal2, tuning_formula=T2_GIVEN_T1,
+                   t2_amplification=amp)
 
 
 def draw_fosr_release(
     plan: FosrPlan, z1: ArrayLike, z2: ArrayLike, *, draws: int = 1, rng: np.random.Generator | None = None
-) -> tuple[NDArrayFloat, NDArrayFloat]:
-    """Noise both parts, then assemble ``beta~ = T1~^+ T2~`` (post-processing): ``(draws x p x K, draws x p x p)``.
+) -> tuple[NDArrayFloat, NDArrayFloat, tuple[FosrPlan, ...]]:
+    """Noise ``T1``, choose ``T2``'s smoothing from it, noise ``T2``, assemble ``beta~ = T1~^+ T2~`` (post-processing).
 
-    ``T1``'s noised entries receive ``Lap(Delta1/(gamma eps))``; ``T2``'s coefficient ``(m, l)`` receives
-    ``Lap(Delta2 sqrt(lambda_l)/((1-gamma) eps))`` (OpenDP when the plan is secure). Each draw is a
-    separate ``epsilon``-DP release.
+    Returns ``(draws x p x K, draws x p x p, plans)``. ``T1``'s noised entries receive ``Lap(Delta1/(gamma eps))``;
+    then each draw's plan is :func:`given_t1` of its ``T1~`` (the default rule; otherwise ``plan``), ``z2`` (whitened
+    ``T2`` shrunk at ``plan``'s pair) is re-shrunk to that plan's pair (exactly what :func:`summarise_fosr` gives
+    with it) and coefficient ``(m, l)`` receives ``Lap(Delta2 sqrt(lambda_l)/((1-gamma) eps))`` with that plan's
+    ``Delta2`` (OpenDP when the plan is secure). Each draw is a separate ``epsilon``-DP release.
     """
     lam, phi = plan.basis.eigenvalues, plan.basis.eigenfunctions
     noisy1 = sample_laplace_whitened(z1, plan.calibration1, draws=draws, rng=rng)
-    noisy2 = sample_laplace_whitened(z2, plan.calibration2, draws=draws, rng=rng)
     t1 = np.zeros((noisy1.shape[0], plan.p, plan.p))
     iu = plan.t1_index
     t1[:, iu[0], iu[1]] = noisy1
     t1[:, iu[1], iu[0]] = noisy1
     if plan.intercept:
         t1[:, 0, 0] = 1.0
-    g = noisy2.reshape(-1, plan.p, lam.shape[0]) * np.sqrt(lam)
+    plans = tuple(given_t1(plan, m) for m in t1)
     inv = np.stack([safe_inverse(m, plan.floor) for m in t1])
-    return (inv @ g) @ phi.T, t1
+    if plan.tuning != "risk_prior":  # one pair for every draw: T2's noise in one call
+        g = sample_laplace_whitened(z2, plan.calibration2, draws=draws, rng=rng).reshape(-1, plan.p, lam.shape[0])
+    else:
+        base = iclp_qr_shrinkage(lam, plan.eta, plan.psi)
+        rows = np.asarray(z2, dtype=np.float64).reshape(plan.p, lam.shape[0])
+        g = np.stack([sample_laplace_whitened((rows * _reshrink(lam, base, pl)).ravel(), pl.calibration2, draws=1,
+                                              rng=rng)[0].reshape(plan.p, lam.shape[0]) for pl in plans])
+    return (inv @ (g * np.sqrt(lam))) @ phi.T, t1, plans
+
+
+def _reshrink(lam: NDArrayFloat, base: NDArrayFloat, plan: FosrPlan) -> NDArrayFloat:
+    """Factors taking ICLP-QR shrinkage ``base`` to ``plan``'s pair (0 where ``base`` underflowed: less signal)."""
+    new = iclp_qr_shrinkage(lam, plan.eta, plan.psi)
+    out: NDArrayFloat = np.divide(new, base, out=np.zeros_like(new), where=base > 0)
+    return out
 
 
 def fosr_t2_noise_band(
@@ -628,5 +717,5 @@ def release_fosr(
     zc, _ = clip_covariates(z, plan.bound)
     yc, _ = clip_l2(y, grid.weights, plan.tau_y)
     z1, z2 = summarise_fosr(zc, yc, plan)
-    coef, t1 = draw_fosr_release(plan, z1, z2, draws=draws, rng=rng)
-    return FosrRelease(coef, t1, plan)
+    coef, t1, plans = draw_fosr_release(plan, z1, z2, draws=draws, rng=rng)
+    return FosrRelease(coef, t1, plans[0], plans)

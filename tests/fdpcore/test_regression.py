@@ -106,7 +106,7 @@ def test_both_parts_are_laplace_at_their_calibrated_scales(secure: bool) -> None
     # OpenDP cannot be seeded: each KS check's false-alarm rate is 1e-7 (2e-7 for both); 700 secure draws (was 300 at
     # 1e-3) keep the detectable deviation from the Laplace CDF as small as before
     draws = 700 if secure else 3000
-    coef, t1 = draw_fosr_release(plan, z1, z2, draws=draws, rng=np.random.default_rng(4))
+    coef, t1, _ = draw_fosr_release(plan, z1, z2, draws=draws, rng=np.random.default_rng(4))
     assert np.all(t1[:, 0, 0] == 1.0) and np.array_equal(t1, np.swapaxes(t1, 1, 2))
     w1 = (np.column_stack([t1[:, 0, 1], t1[:, 1, 1]]) - z1) / plan.calibration1.scale
     assert stats.kstest(w1.ravel(), stats.laplace.cdf).pvalue > 1e-7

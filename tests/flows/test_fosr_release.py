@@ -155,3 +155,33 @@ def test_one_hot_categorical_covariate_with_three_levels(engine: str, tmp_path: 
     bad = tmp_path / "growth_bad.parquet"
     df.assign(group=df["child_id"].map({**group, ids[0]: "d"})).to_parquet(bad, index=False)
     assert release(_config(tmp_path, bad, **overrides), tmp_path / "bad", f"sqlite:///{tmp_path / 'l.sqlite'}", "bad") == 2
+
+
+def test_default_rule_records_the_t2_pair_chosen_from_the_released_t1(tmp_path: Path) -> None:
+    """tuning.fosr.t2_given_t1@1 end to end: the manifest's pair, sensitivity and noise are those of the draw, and
+    its amplification is recomputable from the released design moments and floor alone; the charge is the plan's."""
+    from fdpcore.summaries.fosr import fosr_t2_sensitivity, t2_amplification
+
+    ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
+    out = tmp_path / "out"
+    assert release(_config(tmp_path, tuning={}), out, ledger, "fosr-rp") == 0
+    m = json.loads((out / "manifest.json").read_text())
+    par, tuning = m["parameters"], m["parameters"]["tuning"]
+    assert tuning["rule"] == "risk_prior" and tuning["formula"] == "tuning.fosr.t2_given_t1@1"
+    assert {"tuning.fosr.t2_given_t1@1", "tuning.risk.iclp_qr.prior@1"} <= set(m["formulas"]) <= set(FORMULAS)
+    assert tuning["t2_amplification"] == pytest.approx(
+        t2_amplification(np.array(m["design_moments"]), par["safe_inverse_floor"]), rel=1e-12)
+    from fdpcore.basis.eigen import weighted_eigenbasis
+    from fdpcore.basis.grids import grid_from_nodes
+    from fdpcore.basis.kernels import kernel_spec
+
+    grid = grid_from_nodes(np.array(par["grid"]["points"]), tuple(par["grid"]["domain"]))
+    lam = weighted_eigenbasis(kernel_spec(par["kernel"]), grid).eigenvalues
+    d2 = fosr_t2_sensitivity(lam, eta=par["eta"], psi=par["psi"], tau_y=par["tau_y"], p=par["p"],
+                             bound=par["covariate_bound"], n=m["n"], intercept=True)
+    assert m["sensitivity"]["T2"]["value"] == pytest.approx(d2, rel=1e-9)
+    e2 = m["budget_splits"][1]["epsilon"]
+    assert m["noise"]["whitened_scale_T2"] >= d2 / e2 * (1 - 1e-12)
+    assert "adaptively" in m["privacy"]["guarantee"] and m["privacy"]["epsilon"] == 1.0
+    record = Ledger(ledger).get("fosr-rp")
+    assert sum(s["epsilon"] for s in record.budget_splits) == 1.0  # the charge: the plan's two parts, unchanged

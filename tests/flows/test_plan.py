@@ -416,3 +416,15 @@ def test_kde_plan_with_bandwidth_auto_says_it_is_bought_and_states_the_noise_ove
     printed = capsys.readouterr().out
     assert "bought with budget: bandwidth (DP quartiles of each coordinate), epsilon 0.1328 of 1" in printed
     assert "(widest) and" in printed and "(narrowest) at epsilon 1" in printed and "tau at epsilon" not in printed
+
+
+def test_fosr_plan_says_t2_is_re_chosen_after_t1_only_for_risk_prior(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """tuning.fosr.t2_given_t1@1: the plan prices T2 at T1 = I and says the release re-chooses the pair (risk_prior)."""
+    default = write_config(tmp_path, REPO / "examples" / "growth_fosr.yaml", tuning={})
+    assert main(["plan", str(default)]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.strip().startswith("T2's smoothing:"))
+    assert "tuning.fosr.t2_given_t1@1" in line and "tr((T1~^+)^2)/p" in line
+    pss = write_config(tmp_path, REPO / "examples" / "growth_fosr.yaml")  # the example fixes tuning.rule: exact_free
+    assert main(["plan", str(pss)]) == 0
+    assert "T2's smoothing:" not in capsys.readouterr().out
