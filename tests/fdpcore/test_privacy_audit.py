@@ -223,11 +223,35 @@ def _fosr_pair(part: str) -> tuple[np.ndarray, np.ndarray, float, float, float]:
     return g, gp, plan.calibration2.scale, plan.delta2, plan.epsilon2
 
 
+def _fosr_given_t1_pair() -> tuple[np.ndarray, np.ndarray, float, float, float]:
+    """T2 of the default rule after a near-singular released T1~ (tuning.fosr.t2_given_t1@1): the pair it chooses."""
+    from fdpcore.summaries.fosr import _reshrink, given_t1, plan_fosr_release, summarise_fosr
+    from fdpcore.summaries.mean import iclp_qr_shrinkage
+
+    grid, n = midpoint_grid(16), 200
+    plan = plan_fosr_release(grid, {"name": "matern", "nu": 1.5, "rho": 0.1}, n=n, n_covariates=2, intercept=True,
+                             bound=1.0, tau_y=1.0, epsilon=4 * EPS, secure=False)
+    drawn = given_t1(plan, [[1.0, 0.5, 0.5], [0.5, 0.5, 0.45], [0.5, 0.45, 0.5]])
+    assert drawn.t2_amplification is not None and drawn.t2_amplification > 5 and drawn.psi != plan.psi
+    lam = plan.basis.eigenvalues
+    a = iclp_qr_weights(lam, drawn.eta, drawn.psi)
+    z, y = np.zeros((n, 2)), np.zeros((n, grid.size))
+    z[0] = 1.0 / np.sqrt(2.0)  # the largest l1 norm at ||z|| = B = 1
+    y[0] = plan.basis.reconstruct(a / np.linalg.norm(a))  # the direction attaining the exact T2 bound
+    y_prime = y.copy()
+    y_prime[0] = -y[0]
+    factor = _reshrink(lam, iclp_qr_shrinkage(lam, plan.eta, plan.psi), drawn)
+    g, gp = (((summarise_fosr(z, v, plan)[1].reshape(plan.p, -1)) * factor).ravel() for v in (y, y_prime))
+    return g, gp, drawn.calibration2.scale, drawn.delta2, drawn.epsilon2
+
+
 PAIRS = {"covariance": _covariance_pair, "kde_1d": lambda: _kde_pair(1), "kde_2d": lambda: _kde_pair(2),
-         "fosr_T1": lambda: _fosr_pair("T1"), "fosr_T2": lambda: _fosr_pair("T2")}
+         "fosr_T1": lambda: _fosr_pair("T1"), "fosr_T2": lambda: _fosr_pair("T2"),
+         "fosr_T2_given_t1": _fosr_given_t1_pair}
 
 
-@pytest.mark.parametrize("summary", ["covariance", "erm_iclp", "fosr_T1", "fosr_T2", "kde_1d", "kde_2d"])
+@pytest.mark.parametrize("summary", ["covariance", "erm_iclp", "fosr_T1", "fosr_T2", "fosr_T2_given_t1", "kde_1d",
+                                     "kde_2d"])
 def test_summary_audit_stays_below_the_claim_and_half_noise_is_caught(summary: str) -> None:
     """The lower bound at the calibrated noise stays <= epsilon; with half the noise it exceeds epsilon.
 
