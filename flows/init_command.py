@@ -185,6 +185,13 @@ def init_config(  # noqa: PLR0913 - one argument per command-line option
                   "# curve, docs/summaries/fpca.md) to centre on a typical curve instead"]
     if summary == "fosr":
         lines += _covariate_lines(covariates or [], levels or {}, covariate_bound)
+        lines += ["# centering:   # recommended: a PUBLIC reference curve r(t) close to the typical curve (a growth standard,",
+                  "#              # a published curve): responses are centred on it and it is added back to the intercept.",
+                  "#              # T1's noise moves the coefficients in proportion to their size, the intercept's most, so a",
+                  "#              # small intercept makes every coefficient more accurate (docs/summaries/fosr.md)",
+                  f"#   time: [{time_domain[0]!r}, {time_domain[1]!r}]     # source time units, strictly increasing, covering time_domain",
+                  f"#   value: [{value_offset!r}, {value_offset!r}]   # source value units at those times; never computed from this data",
+                  "#   source: \"where the reference comes from\"   # published in the manifest"]
     if tau is None:  # the budget can buy it: a DP quantile of the record norms (every curve summary)
         clipping = ["clipping:",
                     "  tau: auto   # BOUGHT: a share of epsilon (tau_share, default 0.1) buys the L2 radius of a rescaled",

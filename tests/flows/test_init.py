@@ -264,6 +264,13 @@ def test_init_fosr_text_depends_on_the_options_only(tmp_path: Path) -> None:
                      "--out", str(d / "c.yaml")]) == 0
         texts.append((d / "c.yaml").read_text())
     assert texts[0] == texts[1]
+    # the recommended public reference curve (T1's noise scales with the intercept): commented, valid once uncommented
+    assert "# centering:   # recommended: a PUBLIC reference curve" in texts[0]
+    assert load_config(tmp_path / "d0" / "c.yaml").centering is None
+    uncommented = re.sub(r"^# centering: .*$", "centering:", texts[0], flags=re.M)
+    uncommented = re.sub(r"^#   (time|value|source): ", r"  \1: ", uncommented, flags=re.M)
+    (tmp_path / "d0" / "u.yaml").write_text(uncommented)
+    assert load_config(tmp_path / "d0" / "u.yaml").centering is not None
 
 
 def test_init_fpca_n_components_is_checked_against_the_basis(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
