@@ -228,6 +228,8 @@ def fosr_moments(design: ArrayLike, curve_coefficients: ArrayLike) -> tuple[NDAr
     n = x.shape[0]
     return (x.T @ x) / n, (x.T @ th) / n
 
+
+#: Formula id of the default rule's T2 pair chosen from the released T1~ (:func:`given_t1`).
 T2_GIVEN_T1 = "tuning.fosr.t2_given_t1@1"
 
 
