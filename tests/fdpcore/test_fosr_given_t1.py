@@ -123,7 +123,7 @@ def test_neighbours_stay_within_the_chosen_pairs_bound_and_the_summary_is_that_p
 
 @pytest.mark.parametrize("secure", [False, True])
 def test_each_draws_t2_noise_has_its_own_plans_laplace_scale(secure: bool) -> None:
-    plan = _plan(epsilon=3.0, secure=secure)
+    plan = _plan(epsilon=3.0, secure=secure, floor=0.03)  # a low public floor: it rarely binds
     z, y = _records(plan.n, 3, plan)
     z1, z2 = summarise_fosr(z, y, plan)
     draws = 200 if secure else 600  # OpenDP cannot be seeded; the KS false-alarm rate is 1e-7
@@ -137,7 +137,7 @@ def test_each_draws_t2_noise_has_its_own_plans_laplace_scale(secure: bool) -> No
             continue  # the floor binds: T1~ beta~ is not T2~
         g = (m @ c) @ (w[:, None] * phi)
         white.append(((g / np.sqrt(lam)).ravel() - _reshrunk(plan, drawn, z2)) / drawn.calibration2.scale)
-    assert len(white) > draws // 4
+    assert len(white) > draws // 2
     assert stats.kstest(np.concatenate(white), stats.laplace.cdf).pvalue > 1e-7
 
 
