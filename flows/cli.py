@@ -515,25 +515,45 @@ def _print_release(manifest: dict[str, Any], out_dir: Path, budget: DatasetBudge
     print(f"  written:   {files[0]}")
     for f in files[1:]:
         print(f"             {f}")
-    from fdp.tasks._publish import accuracy_text, low_tau_text, with_bias_text  # loaded by the release already
+    from fdp.tasks._publish import (  # loaded by the release already
+        accuracy_text,
+        floor_shrunk_text,
+        low_tau_text,
+        with_bias_text,
+    )
 
     accuracy = accuracy_text(manifest)
     if accuracy is not None:
         bought = {c.get("name") for c in manifest.get("parameters", {}).get("public_choices") or ()
                   if c.get("epsilon", 0) > 0}
         print(f"  accuracy:  {accuracy}")
-        print("             " + ("`fdp plan` stated it at tau = 1: this is that figure at the tau released" if "tau" in bought
-                                 else "`fdp plan` stated it at the normal_reference bandwidth: this is the noise at the "
-                                 "bandwidth released" if "bandwidth" in bought else "as `fdp plan` stated"))
+        print("             " + _as_planned(manifest, bought))
         biased = with_bias_text(manifest)
         if biased is not None:
             print(f"             {biased}")
         low = low_tau_text(manifest)
         if low is not None:
             print(f"             {low}")
+        shrunk = floor_shrunk_text(manifest)
+        if shrunk is not None:
+            print(f"  caution:   {shrunk}")
     if period is not None:
         print(f"  charged:   period {period}" + (" (by the run that published it; nothing now)" if rerun else ""))
     print(f"  budget:    {_budget_line(budget, period)}")
+
+
+def _as_planned(manifest: dict[str, Any], bought: set[Any]) -> str:
+    """How the accuracy figure relates to what ``fdp plan`` stated (public manifest values only)."""
+    amp = ((manifest.get("parameters") or {}).get("tuning") or {}).get("t2_amplification")
+    if isinstance(amp, (int, float)):  # FoSR, tuning.fosr.t2_given_t1@1
+        return ("`fdp plan` stated T2's noise for a design with T1 = I" + (" and at tau = 1" if "tau" in bought else "")
+                + f": this is T2's noise at the smoothing chosen from the released T1 (A = {amp:.3g}; "
+                "tuning.fosr.t2_given_t1@1)" + (" and the tau released" if "tau" in bought else ""))
+    if "tau" in bought:
+        return "`fdp plan` stated it at tau = 1: this is that figure at the tau released"
+    if "bandwidth" in bought:
+        return "`fdp plan` stated it at the normal_reference bandwidth: this is the noise at the bandwidth released"
+    return "as `fdp plan` stated"
 
 
 def _quiet_expected_tracebacks() -> None:

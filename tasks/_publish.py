@@ -421,6 +421,31 @@ def clip_target(centering: Any, value_offset: Any) -> str:
     return "the DP centre value_offset (the constant the curves are centred on)"
 
 
+#: A FoSR coefficient that keeps less than this share through the safe inverse is named as shrunk by its floor.
+PASS_THROUGH_WARN = 0.9
+
+
+def floor_shrunk_text(manifest: dict[str, Any]) -> str | None:
+    """FoSR: the coefficients the safe inverse's floor shrinks towards 0 (``None`` when every one keeps >= 90 %).
+
+    From public values only: ``parameters.safe_inverse_pass_through`` (``diag(T1~^+ T1~)`` of the released design
+    moments, :func:`fdpcore.summaries.fosr.safe_inverse_pass_through`). The band does not contain this bias, so a flat
+    curve near 0 there is not evidence of no effect.
+
+    >>> floor_shrunk_text({"parameters": {"safe_inverse_pass_through": {"intercept": 0.99, "diet=2": 0.05}}})[:60]
+    'the safe inverse shrinks beta_diet=2 (keeps 5 %) towards 0: '
+    """
+    kept = (manifest.get("parameters") or {}).get("safe_inverse_pass_through") or {}
+    low = [(name, v) for name, v in kept.items() if isinstance(v, (int, float)) and v < PASS_THROUGH_WARN]
+    if not low:
+        return None
+    names = ", ".join(f"beta_{name} (keeps {100 * v:.0f} %)" for name, v in low)
+    return (f"the safe inverse shrinks {names} towards 0: its floor raised the small eigenvalues of the released design "
+            "moments T1, so these curves are biased towards 0 by an unknown amount that the noise band does not "
+            "contain — a flat curve there is not evidence of no effect (more epsilon, more units per level, or a "
+            "public reference curve (centering) that makes the intercept small help; docs/summaries/fosr.md)")
+
+
 def low_tau_text(manifest: dict[str, Any]) -> str | None:
     """The clipping bias of a ``tau`` bought at a low quantile level (< :data:`LOW_TAU_LEVEL`); ``None`` otherwise.
 

@@ -38,7 +38,13 @@ from fdpcore.data.preprocess import to_source_units
 from fdpcore.errors import DataError
 from fdpcore.io.covariates import read_unit_covariates
 from fdpcore.noise.quantiles import PublicChoice
-from fdpcore.summaries.fosr import clip_covariates, draw_fosr_release, fosr_t2_noise_band, summarise_fosr
+from fdpcore.summaries.fosr import (
+    clip_covariates,
+    draw_fosr_release,
+    fosr_t2_noise_band,
+    safe_inverse_pass_through,
+    summarise_fosr,
+)
 
 
 @data_task(name="plan-fosr")
@@ -126,6 +132,8 @@ def public_fosr_release(
     columns: dict[str, Any] = {"t": grid.grid_points, "t_source": t_source}
     columns.update({f"beta_{name}": curves[m] for m, name in enumerate(names)})
     band = fosr_t2_noise_band(p, t1, level=_publish.BAND_LEVEL) * ds.value_scale  # given the released T1~: post-processing
+    kept = dict(zip(names, (float(v) for v in safe_inverse_pass_through(t1, p.floor)), strict=True))  # post-processing
+    shrunk = [name for name, v in kept.items() if v < _publish.PASS_THROUGH_WARN]
     for m, name in enumerate(names):
         columns[f"band_lower_{name}"], columns[f"band_upper_{name}"] = curves[m] - band[m], curves[m] + band[m]
     parquet = _publish._parquet_bytes(columns, {"fdp.release_id": release_id, "fdp.dataset_id": ds.id})
@@ -135,7 +143,9 @@ def public_fosr_release(
                            title=f"{release_id}: private coefficient curves and the noise-only {_publish.BAND_LEVEL:.0%} band "
                                  "of their T2 part (not a confidence interval)",
                            subtitle=privacy_subtitle(p.epsilon, 0.0, _publish.clip_radius_text(p, "τ_y", "tau_y"),
-                                                     "clipping and smoothing bias not in the band"))
+                                                     "clipping and smoothing bias not in the band")
+                           + ("" if not shrunk else "\nshrunk towards 0 by the safe inverse (bias not in the band): "
+                              + ", ".join(f"{name} keeps {100 * kept[name]:.0f} %" for name in shrunk)))
     l2_source, l2 = expected_l2_error(config, p)  # type: ignore[misc]
     guarantee = (f"pure {p.epsilon:g}-differential privacy for each {_publish.unit_noun(ds.privacy_unit)} (replace-one adjacency, n public): "
                  f"Laplace noise on the design moments T1 (epsilon {p.epsilon1:g}) and ICLP noise on the cross-moment "
@@ -168,6 +178,11 @@ def public_fosr_release(
             **({"public_choices": [c.as_manifest() for c in p.public_choices]} if p.public_choices else {}),
             "gamma": p.gamma, "gamma_rule": "tuning.fosr.gamma_balanced@1" if p.gamma_rule == "balanced" else "fixed",
             "safe_inverse_floor": p.floor,
+            "safe_inverse_pass_through": kept,
+            "safe_inverse_pass_through_note": "diag(T1~^+ T1~) of the released design moments (postprocess.fosr."
+                                              "safe_inverse@1): the share of each coefficient the floored inverse lets "
+                                              "through; below 0.9 the curve is shrunk towards 0 by a bias the band "
+                                              "does not contain",
             "safe_inverse_floor_rule": "c Delta1/(gamma eps), c = max(sqrt(2 log p^2), 1)" if config.split.floor is None
             else "fixed (public lower bound on the design's smallest eigenvalue)",
             "centering": None if config.centering is None else config.centering.model_dump(),
@@ -226,4 +241,7 @@ def publish_fosr(
             f"{' with an intercept' if m['parameters']['intercept'] else ''} (function-on-scalar regression). "
             f"The budget is split: {m['parameters']['gamma']:g} of it protects the design moments, the rest the "
             "curves; the coefficients are computed from the two noisy parts only.")
+    shrunk = _publish.floor_shrunk_text(m)
+    if shrunk is not None:
+        note += f" **Caution.** {shrunk[0].upper()}{shrunk[1:]}."
     return publish_summary(ledger_url, release_id, config, public, out_dir, note)

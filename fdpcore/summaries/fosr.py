@@ -65,6 +65,7 @@ __all__ = [
     "plan_fosr_release",
     "release_fosr",
     "safe_inverse",
+    "safe_inverse_pass_through",
     "summarise_fosr",
     "t2_amplification",
 ]
@@ -206,6 +207,29 @@ def safe_inverse(t1: ArrayLike, floor: float) -> NDArrayFloat:
     f = _validate.positive_finite("floor", floor, privacy=False)
     rho, q = np.linalg.eigh((m + m.T) / 2.0)
     out: NDArrayFloat = (q / np.maximum(rho, f)) @ q.T
+    return out
+
+
+def safe_inverse_pass_through(t1_released: ArrayLike, floor: float) -> NDArrayFloat:
+    """How much of each coefficient the safe inverse lets through: ``diag(T1~^+ T1~)`` clipped to [0, 1] (formula ``postprocess.fosr.safe_inverse@1``).
+
+    .. math:: S=Q\\,\\mathrm{diag}\\Big(\\mathrm{clip}\\Big(\\frac{\\varrho_k}{\\max(\\varrho_k,\\varrho_{\\min})},0,1\\Big)\\Big)Q^\\top,
+              \\qquad \\text{returns } (S_{mm})_m
+
+    Without noise ``beta~ = T1~^+ T2 = S beta``: where ``T1~`` has eigenvalues below the floor, ``S`` shrinks those
+    design directions towards 0 (by ``rho_k / rho_min``; a negative, noise-made eigenvalue passes nothing). ``S_mm``
+    near 1: coefficient ``m`` is estimated; well below 1: its curve is shrunk towards 0 (mixed with the others') by
+    an amount that depends on the unknown coefficients — a bias the published noise band does not contain, so a flat
+    curve there says nothing about the effect's size. Post-processing of the released ``T1~`` and the public floor.
+
+    >>> safe_inverse_pass_through([[1.0, 0.0], [0.0, 0.05]], 0.2).tolist()
+    [1.0, 0.25]
+    """
+    m = _validate.finite_matrix("t1", t1_released)
+    f = _validate.positive_finite("floor", floor, privacy=False)
+    rho, q = np.linalg.eigh((m + m.T) / 2.0)
+    keep = np.clip(rho / np.maximum(rho, f), 0.0, 1.0)
+    out: NDArrayFloat = np.einsum("mk,k,mk->m", q, keep, q)
     return out
 
 

@@ -25,6 +25,7 @@ from fdpcore.summaries.fosr import (
     given_t1,
     plan_fosr_release,
     release_fosr,
+    safe_inverse,
     summarise_fosr,
     t2_amplification,
 )
@@ -169,3 +170,22 @@ def test_on_a_poorly_conditioned_design_the_error_falls_with_epsilon_where_the_p
     assert chosen[0] > chosen[1] > chosen[2]
     assert chosen[1] < 0.7 * public[1] and chosen[2] < 0.7 * public[2]
 
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), floor=st.sampled_from([0.01, 0.2, 1.0]))
+def test_pass_through_is_what_the_floored_inverse_keeps_of_each_coefficient(seed: int, floor: float) -> None:
+    """postprocess.fosr.safe_inverse@1: without noise beta~ = S beta; S_mm in [0, 1], 1 when the floor does not bind."""
+    from fdpcore.summaries.fosr import safe_inverse_pass_through
+
+    rng = np.random.default_rng(seed)
+    a = rng.normal(size=(4, 4))
+    t1 = a @ a.T / 4 + 0.01 * np.eye(4)
+    kept = safe_inverse_pass_through(t1, floor)
+    s = safe_inverse(t1, floor) @ t1  # PSD T1~: S = T1~^+ T1~ exactly
+    assert np.allclose(kept, np.diag(s), atol=1e-10)
+    assert np.all((kept >= -1e-12) & (kept <= 1 + 1e-12))
+    if np.linalg.eigvalsh(t1)[0] >= floor:
+        assert np.allclose(kept, 1.0)
+    noisy = t1 - 2.0 * np.eye(4)  # negative, noise-made eigenvalues pass nothing
+    assert np.all(safe_inverse_pass_through(noisy, floor) <= kept + 1e-12)

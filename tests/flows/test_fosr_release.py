@@ -185,3 +185,37 @@ def test_default_rule_records_the_t2_pair_chosen_from_the_released_t1(tmp_path: 
     assert "adaptively" in m["privacy"]["guarantee"] and m["privacy"]["epsilon"] == 1.0
     record = Ledger(ledger).get("fosr-rp")
     assert sum(s["epsilon"] for s in record.budget_splits) == 1.0  # the charge: the plan's two parts, unchanged
+
+
+def test_coefficients_shrunk_by_the_safe_inverse_are_named_and_the_band_does_not_hide_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Trial J (H2): a one-hot level held by few units sits below the floor; the release names the coefficients the
+    floor shrinks (from the released T1~ and the floor only) in the manifest, on the terminal and in the PNG's title;
+    the well-conditioned example (sex +-1) names none."""
+    from fdpcore.summaries.fosr import safe_inverse_pass_through
+
+    frame = pd.read_parquet(DATA)
+    ids = sorted(frame["child_id"].unique())
+    group = {c: ("b" if i % 12 == 0 else "c" if i % 12 == 1 else "a") for i, c in enumerate(ids)}  # about 8 / 8 / 77
+    data = tmp_path / "groups.parquet"
+    frame.assign(group=frame["child_id"].map(group)).to_parquet(data)
+    ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
+    cfg = _config(tmp_path, data=data, covariates=[{"name": "group", "encoding": "one_hot", "levels": ["a", "b", "c"],
+                                                    "reference": "a"}], tuning={})
+    assert release(cfg, tmp_path / "g", ledger, "fosr-groups") == 0
+    out = capsys.readouterr().out
+    m = json.loads((tmp_path / "g" / "manifest.json").read_text())
+    kept = m["parameters"]["safe_inverse_pass_through"]
+    assert list(kept) == ["intercept", "group=b", "group=c"]
+    assert list(kept.values()) == pytest.approx(
+        safe_inverse_pass_through(np.array(m["design_moments"]), m["parameters"]["safe_inverse_floor"]).tolist())
+    shrunk = [name for name, v in kept.items() if v < 0.9]
+    assert "group=b" in shrunk and "group=c" in shrunk
+    caution = next(ln for ln in out.splitlines() if ln.startswith("  caution:   "))
+    assert f"beta_group=b (keeps {100 * kept['group=b']:.0f} %)" in caution and "not evidence of no effect" in caution
+    assert "T2's noise at the smoothing chosen from the released T1" in out  # not "as `fdp plan` stated"
+    assert release(_config(tmp_path), tmp_path / "s", ledger, "fosr-sex") == 0
+    plain = capsys.readouterr().out
+    assert "caution:" not in plain
+    assert min(json.loads((tmp_path / "s" / "manifest.json").read_text())["parameters"]
+               ["safe_inverse_pass_through"].values()) > 0.9
