@@ -28,7 +28,7 @@ from fdp.tasks.planning import (
     covariance_centering_check,
     tau_search_range,
 )
-from fdp.tasks.preflight import read_inputs
+from fdp.tasks.preflight import covariates_averaged_warning, read_inputs
 from fdp.tasks.scale_check import count_out_of_scale, out_of_scale_warning
 from pydantic import ValidationError
 
@@ -192,7 +192,8 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
             budget["period_remaining_epsilon"] is None or eps <= budget["period_remaining_epsilon"] + 1e-12)
         rows.append(row)
     warnings = [f"at epsilon {', '.join(f'{e:g}' for e in eps_list)}: {text}" for text, eps_list in per_epsilon.items()]
-    warnings += [w for w in (zero_records_warning(config, zero), out_of_scale_warning(config, outside)) if w is not None]
+    warnings += [w for w in (zero_records_warning(config, zero), out_of_scale_warning(config, outside),
+                             covariates_averaged_warning(config, inputs)) if w is not None]
     ds = config.dataset
     assumptions = [
         "n counts the privacy units in the data file (public under the replace-one adjacency); the file is read only to "
@@ -236,6 +237,7 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
         "budget": budget, "rows": rows, "warnings": warnings, "assumptions": assumptions,
         "zero_records": None if zero is None else zero.as_dict(),
         "out_of_scale": None if outside is None else outside.as_dict(),
+        "covariates_averaged": inputs.covariates_averaged,
     }
 
 

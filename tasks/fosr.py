@@ -187,7 +187,11 @@ def public_fosr_release(
             else "fixed (public lower bound on the design's smallest eigenvalue)",
             "centering": None if config.centering is None else config.centering.model_dump(),
             "privacy_unit": ds.privacy_unit, "contribution_rule": CONTRIBUTION_RULE
-            + "; covariates must be constant within a unit (one value per unit)",
+            + ("; covariates must be constant within a unit (a file where one varies is refused: "
+               "covariates_within_unit: error)" if config.covariates_within_unit == "error" else
+               "; one covariate value per unit: a covariate that varies within a unit enters as the unit's mean over "
+               "its rows (covariates_within_unit: average; a one-hot column becomes the unit's share of rows at "
+               "the level)"),
             "time_domain": list(ds.time_domain), "value_offset": ds.value_offset, "value_scale": ds.value_scale,
             "alignment": alignment_rule(config),
             "release_columns": "beta_<name>: coefficient curve of each covariate in source units per unit of the "

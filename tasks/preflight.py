@@ -15,7 +15,7 @@ covariate check, which gets one extra pass here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +71,7 @@ class Inputs:
     n: int | None
     table: LongTable | None = None
     aligned: AlignedCurves | None = None
+    covariates_averaged: int | None = None  # FoSR (memory engine): units whose covariate varied and was averaged
 
 
 #: Curve summaries: their records are rescaled by value_offset and value_scale and aligned onto the grid.
@@ -88,6 +89,19 @@ class UnitCount:
     def share(self) -> float:
         """``count / n``."""
         return self.count / self.n if self.n else 0.0
+
+
+def covariates_averaged_warning(config: Any, inputs: Inputs) -> str | None:
+    """FoSR: how many units had a covariate that varies within the unit, averaged (data: this terminal only)."""
+    k = inputs.covariates_averaged
+    if not k or config.summary != "fosr":
+        return None
+    n = inputs.n or k
+    return (f"{k} of {n} units have a covariate that changes between their rows; with covariates_within_unit: average "
+            "(the default) each enters as the unit's mean over its rows — a one-hot column becomes that unit's share "
+            "of rows at the level — so the regression is on per-unit averages, not on the rows' values. If a "
+            "covariate should be constant within a unit (a treatment arm, sex), check the data; "
+            "covariates_within_unit: error refuses such a file, naming the column and row (docs/summaries/fosr.md)")
 
 
 def check_inputs(config: Any, config_dir: str) -> int | None:
@@ -114,9 +128,10 @@ def read_inputs(config: Any, config_dir: str) -> Inputs:
         table, aligned, _ = read_and_align(config, config_dir)
         inputs = Inputs(aligned.n_samples, table, aligned)
     if config.summary == "fosr" and memory:
-        read_unit_covariates(path, ds.format, unit_column=ds.unit_column, csv_delimiter=ds.csv_delimiter,
-                             covariates=[(name, enc) for _, name, enc in config.design_columns()],
-                             within_unit=config.covariates_within_unit)
+        cov = read_unit_covariates(path, ds.format, unit_column=ds.unit_column, csv_delimiter=ds.csv_delimiter,
+                                   covariates=[(name, enc) for _, name, enc in config.design_columns()],
+                                   within_unit=config.covariates_within_unit)
+        inputs = replace(inputs, covariates_averaged=int(cov.n_varying_units))
     elif config.summary == "fosr" and config.covariates_within_unit == "error":  # streaming engines: one extra pass
         from fdp.tasks.streaming import stream_spec
 

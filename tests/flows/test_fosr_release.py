@@ -39,7 +39,8 @@ def test_fosr_release_publishes_coefficient_curves_with_two_named_budget_parts(t
     assert m["sensitivity"]["T2"]["bound"] == "sensitivity.fosr.t2.exact@1" and m["sensitivity"]["T2"]["status"] == "EXACT"
     assert m["sensitivity"]["T1"]["value"] == pytest.approx((2 + 2) / 93)  # (2 sqrt(p-1) B_z + p B_z^2)/n
     assert m["design_moments"][0][0] == 1.0  # the intercept's constant entry is released without noise
-    assert m["parameters"]["contribution_rule"].startswith("average") and "constant within a unit" in m["parameters"]["contribution_rule"]
+    rule = m["parameters"]["contribution_rule"]
+    assert rule.startswith("average") and "enters as the unit's mean over its rows (covariates_within_unit: average" in rule
     assert set(m["formulas"]) <= set(FORMULAS)
     assert {"postprocess.fosr.safe_inverse@1", "estimator.fosr.ols@1", "tuning.fosr.gamma_balanced@1"} <= set(m["formulas"])
     for o in m["outputs"]:
@@ -82,7 +83,14 @@ def test_unit_with_ten_curves_and_inconsistent_covariates(tmp_path: Path) -> Non
     bad.to_parquet(bad_path)
     avg = read_unit_covariates(bad_path, "parquet", unit_column="child_id", covariates=[("sex", {"M": 1, "F": -1})])
     assert avg.n_varying_units == 1 and sorted(set(avg.values[:, 0].tolist()) - {1.0, -1.0}) != []
-    assert release(_config(tmp_path, data=bad_path, dataset__curve_column="visit"), tmp_path / "b", ledger, "fosr-avg") == 0
+    averaged = _config(tmp_path, data=bad_path, dataset__curve_column="visit")
+    from fdp.flows.plan_command import plan_report  # the averaging is said on the terminal before any charge (trial J M4)
+
+    report = plan_report(averaged, [1.0], None)
+    assert report["covariates_averaged"] == 1
+    assert any(w.startswith("1 of 93 units have a covariate that changes between their rows") for w in report["warnings"])
+    assert plan_report(_config(tmp_path), [1.0], None)["covariates_averaged"] == 0
+    assert release(averaged, tmp_path / "b", ledger, "fosr-avg") == 0
     assert Ledger(ledger).get("fosr-avg").internal["counts"]["n_units_covariate_averaged"] == 1  # type: ignore[union-attr]
     assert "n_units_covariate_averaged" not in (tmp_path / "b" / "manifest.json").read_text()
     with pytest.raises(DataError, match=r"'sex' is not constant within a privacy unit: row \d+ differs"):
@@ -90,6 +98,9 @@ def test_unit_with_ten_curves_and_inconsistent_covariates(tmp_path: Path) -> Non
                              within_unit="error")
     strict = _config(tmp_path, data=bad_path, dataset__curve_column="visit", covariates_within_unit="error")
     assert release(strict, tmp_path / "c", ledger, "fosr-bad") == 2
+    assert release(_config(tmp_path, covariates_within_unit="error"), tmp_path / "d", ledger, "fosr-strict") == 0
+    strict_rule = json.loads((tmp_path / "d" / "manifest.json").read_text())["parameters"]["contribution_rule"]
+    assert "covariates must be constant within a unit (a file where one varies is refused" in strict_rule
     assert Ledger(ledger).get("fosr-bad") is None
     # a category outside the encoding
     other = frame.copy()
