@@ -432,11 +432,15 @@ def floor_shrunk_text(manifest: dict[str, Any]) -> str | None:
     moments, :func:`fdpcore.summaries.fosr.safe_inverse_pass_through`). The band does not contain this bias, so a flat
     curve near 0 there is not evidence of no effect.
 
-    >>> floor_shrunk_text({"parameters": {"safe_inverse_pass_through": {"intercept": 0.99, "diet=2": 0.05}}})[:60]
+    >>> floor_shrunk_text({"parameters": {"safe_inverse_pass_through": [0.99, 0.05], "intercept": True,
+    ...                                   "design_columns": ["diet=2"]}})[:60]
     'the safe inverse shrinks beta_diet=2 (keeps 5 %) towards 0: '
     """
-    kept = (manifest.get("parameters") or {}).get("safe_inverse_pass_through") or {}
-    low = [(name, v) for name, v in kept.items() if isinstance(v, (int, float)) and v < PASS_THROUGH_WARN]
+    par = manifest.get("parameters") or {}
+    names = (["intercept"] if par.get("intercept") else []) + list(par.get("design_columns") or [])
+    kept = par.get("safe_inverse_pass_through") or []
+    low = [(name, v) for name, v in zip(names, kept, strict=False)
+           if isinstance(v, (int, float)) and v < PASS_THROUGH_WARN]
     if not low:
         return None
     names = ", ".join(f"beta_{name} (keeps {100 * v:.0f} %)" for name, v in low)

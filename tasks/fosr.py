@@ -132,7 +132,7 @@ def public_fosr_release(
     columns: dict[str, Any] = {"t": grid.grid_points, "t_source": t_source}
     columns.update({f"beta_{name}": curves[m] for m, name in enumerate(names)})
     band = fosr_t2_noise_band(p, t1, level=_publish.BAND_LEVEL) * ds.value_scale  # given the released T1~: post-processing
-    kept = dict(zip(names, (float(v) for v in safe_inverse_pass_through(t1, p.floor)), strict=True))  # post-processing
+    kept = dict(zip(names, (round(float(v), 6) for v in safe_inverse_pass_through(t1, p.floor)), strict=True))  # post-proc.
     shrunk = [name for name, v in kept.items() if v < _publish.PASS_THROUGH_WARN]
     for m, name in enumerate(names):
         columns[f"band_lower_{name}"], columns[f"band_upper_{name}"] = curves[m] - band[m], curves[m] + band[m]
@@ -178,11 +178,11 @@ def public_fosr_release(
             **({"public_choices": [c.as_manifest() for c in p.public_choices]} if p.public_choices else {}),
             "gamma": p.gamma, "gamma_rule": "tuning.fosr.gamma_balanced@1" if p.gamma_rule == "balanced" else "fixed",
             "safe_inverse_floor": p.floor,
-            "safe_inverse_pass_through": kept,
-            "safe_inverse_pass_through_note": "diag(T1~^+ T1~) of the released design moments (postprocess.fosr."
-                                              "safe_inverse@1): the share of each coefficient the floored inverse lets "
-                                              "through; below 0.9 the curve is shrunk towards 0 by a bias the band "
-                                              "does not contain",
+            "safe_inverse_pass_through": list(kept.values()),
+            "safe_inverse_pass_through_note": "per coefficient (intercept first, then design_columns): diag(T1~^+ T1~) "
+                                              "of the released design moments (postprocess.fosr.safe_inverse@1), the "
+                                              "share the floored inverse lets through; below 0.9 the curve is shrunk "
+                                              "towards 0 by a bias the band does not contain",
             "safe_inverse_floor_rule": "c Delta1/(gamma eps), c = max(sqrt(2 log p^2), 1)" if config.split.floor is None
             else "fixed (public lower bound on the design's smallest eigenvalue)",
             "centering": None if config.centering is None else config.centering.model_dump(),

@@ -229,7 +229,7 @@ def safe_inverse_pass_through(t1_released: ArrayLike, floor: float) -> NDArrayFl
     f = _validate.positive_finite("floor", floor, privacy=False)
     rho, q = np.linalg.eigh((m + m.T) / 2.0)
     keep = np.clip(rho / np.maximum(rho, f), 0.0, 1.0)
-    out: NDArrayFloat = np.einsum("mk,k,mk->m", q, keep, q)
+    out: NDArrayFloat = np.clip(np.einsum("mk,k,mk->m", q, keep, q), 0.0, 1.0)
     return out
 
 
