@@ -26,6 +26,7 @@ from fdp.tasks.planning import (
     build_plan,
     count_config_units,
     covariance_centering_check,
+    fosr_coefficients_balanced,
     tau_search_range,
 )
 from fdp.tasks.preflight import covariates_averaged_warning, read_inputs
@@ -174,6 +175,8 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
             cfg = _at_epsilon(config, eps)
             plan = build_plan(cfg, n)
             row = accuracy(cfg, plan, n).as_dict()
+            if cfg.summary == "fosr":
+                row["coefficients_balanced"] = fosr_coefficients_balanced(cfg, plan)
             if cfg.summary == "erm":  # what its 'with bias' (the prior error of psi: auto's rule) is
                 row["with_bias_note"] = _erm_with_bias_note(cfg, plan.parameters)
             alternative = _fixed_tau_alternative(cfg, n, row)  # priced once: the break-even and the warning
@@ -231,6 +234,8 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
                            "as a DP median of the records' levels over the public value_offset_range")
     return {
         "config": str(path), "summary": config.summary, "dataset_id": ds.id, "n": n,
+        "coefficient_names": ((["intercept"] if config.intercept else []) + [c[0] for c in config.design_columns()]
+                              if config.summary == "fosr" else None),
         "privacy_unit": ds.privacy_unit, "config_epsilon": config.privacy.epsilon,
         "value_scale": getattr(ds, "value_scale", None), "value_offset": getattr(ds, "value_offset", None),
         "tau": getattr(getattr(config, "clipping", None), "tau", None),
@@ -356,6 +361,23 @@ def print_plan(report: dict[str, Any]) -> None:
                   "(tuning.fosr.t2_given_t1@1; post-processing, same budget), so a poorly conditioned design (one-hot "
                   "dummies: A of 10-60) is smoothed more, and its T2 noise is smaller, than this plan shows; the "
                   "manifest records the pair used and A")
+    balanced = [(r["epsilon"], r["coefficients_balanced"]) for r in report["rows"]
+                if "error" not in r and r.get("coefficients_balanced") is not None]
+    if balanced:
+        names = report["coefficient_names"]
+        shrunk = sorted({names[i] for _, b in balanced for i, v in enumerate(b["pass_through"]) if v < 0.9},
+                        key=names.index)
+        print("  coefficients, if every level of the covariates occurs equally often (a public assumption, not the "
+              "data): expected L2 error of the coefficient curves with bias "
+              + ", ".join(f"{_fmt(b['expected_l2_error_with_bias'])} at epsilon {e:g}" for e, b in balanced)
+              + " (for coefficient curves of norm signal_fraction x tau_y each: T2's noise through the inverse of T1, "
+              "the floor's shrinkage and the smoothing; of it, noise alone "
+              + ", ".join(_fmt(b["expected_l2_error"]) for _, b in balanced) + ", A = "
+              + ", ".join(f"{b['t2_amplification']:.3g}" for _, b in balanced) + "; T1's own noise comes on top)"
+              + ("" if not shrunk else "; the safe inverse's floor would shrink " + ", ".join(
+                  f"beta_{name} (keeps " + "/".join(f"{100 * b['pass_through'][names.index(name)]:.0f}" for _, b in balanced)
+                  + " %)" for name in shrunk) + " towards 0")
+              + ". An effect smaller than the noise cannot be told from 0 at that epsilon")
     rising = _rising_note(report["rows"], error_key, biased)
     if rising is not None:
         print(f"  {rising}")

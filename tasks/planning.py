@@ -31,7 +31,7 @@ from fdpcore.noise.quantiles import PublicChoice, default_tau_range, epsilon_aft
 from fdpcore.privacy.tuning import DEFAULT_SIGNAL_FRACTION
 from fdpcore.summaries.covariance import plan_covariance_release
 from fdpcore.summaries.erm import plan_erm_release
-from fdpcore.summaries.fosr import plan_fosr_release
+from fdpcore.summaries.fosr import given_t1, plan_fosr_release, safe_inverse_pass_through, t2_amplification
 from fdpcore.summaries.fpca import fpca_basis, gaussian_length_scale, plan_fpca_release, reference_on_grid
 from fdpcore.summaries.kde import BandwidthChoice, plan_kde_release
 from fdpcore.summaries.mean import auto_public_choices, candidate_plans, plan_mean_release
@@ -39,7 +39,7 @@ from fdpcore.summaries.mean import auto_public_choices, candidate_plans, plan_me
 __all__ = [
     "Accuracy", "BAND_LEVEL", "accuracy", "alignment_requirement", "alignment_rule", "auto_options", "build_plan",
     "count_config_units", "count_units_of_file", "covariance_centering_check", "covariance_plan", "curve_error_text",
-    "end_gap", "erm_plan", "expected_l2_error", "fosr_plan", "fpca_plan", "grid_ends", "kde_plan", "least_epsilon",
+    "end_gap", "erm_plan", "expected_l2_error", "fosr_balanced_t1", "fosr_coefficients_balanced", "fosr_plan", "fpca_plan", "grid_ends", "kde_plan", "least_epsilon",
     "mean_plan", "mean_public_choices", "noise_band", "point_axes", "point_error_text", "point_value_units",
     "public_choices", "public_reference", "release_grid", "tau_public_choices", "tau_search_range", "unaligned_contribution",
 ]
@@ -224,6 +224,55 @@ def fosr_plan(config: Any, n: int, tau: float | None = None, choices: tuple[Publ
         gamma=config.split.gamma, eta=t.eta, psi=t.psi, tuning=t.rule, floor=config.split.floor, secure=True,
         public_choices=_choices(config, n, choices),
     )
+
+
+def fosr_balanced_t1(config: Any) -> Any:
+    """``T1`` of a FoSR design whose covariates take their public levels equally often and independently, or ``None``.
+
+    A public assumption, never the data: a one-hot covariate of ``L`` levels has indicator means ``1/L`` (a block's
+    own products ``z_a z_b = 0``), an encoded covariate (e.g. ``{F: -1, M: 1}``) the mean and mean square of its codes
+    over the levels, and different covariates are independent. ``None`` when a covariate is numeric (its distribution
+    is not public). ``fdp plan`` prices the coefficient curves at it (:func:`fdpcore.summaries.fosr.given_t1`,
+    ``t2_amplification``, ``safe_inverse_pass_through``).
+    """
+    cols: list[tuple[int, Any]] = []  # (block, per-level values of this design column)
+    for k, c in enumerate(config.covariates):
+        for _, enc in c.design_columns():
+            if not isinstance(enc, dict):
+                return None
+            cols.append((k, np.array([float(v) for v in enc.values()])))
+    q = len(cols)
+    m = np.empty((q, q))
+    for a, (ka, va) in enumerate(cols):
+        for b, (kb, vb) in enumerate(cols):
+            m[a, b] = float(np.mean(va * vb)) if ka == kb else float(np.mean(va)) * float(np.mean(vb))
+    if not config.intercept:
+        return m
+    means = np.array([float(np.mean(v)) for _, v in cols])
+    return np.block([[np.ones((1, 1)), means[None, :]], [means[:, None], m]])
+
+
+def fosr_coefficients_balanced(config: Any, plan: Any) -> dict[str, Any] | None:
+    """FoSR's coefficient curves priced at a balanced design of the public levels (``fosr_balanced_t1``), or ``None``.
+
+    Public inputs only: ``T2``'s pair the release would choose for that ``T1`` (``tuning.fosr.t2_given_t1@1``), the
+    expected L2 noise of the coefficient curves ``sqrt(A E||T2 noise||^2)`` (T2's noise through the inverse; T1's own
+    noise and every bias excluded) in source units, and what the safe inverse's floor keeps of each coefficient.
+    """
+    t1 = fosr_balanced_t1(config)
+    if t1 is None:
+        return None
+    drawn = given_t1(plan, t1)
+    amp = t2_amplification(t1, plan.floor)
+    noise_sq = amp * drawn.expected_sq_l2_error_t2
+    rho = np.linalg.eigvalsh(t1)
+    lost = float(np.sum((1.0 - np.clip(rho / np.maximum(rho, plan.floor), 0.0, 1.0)) ** 2))  # tr((I - S)^2)
+    s = plan.signal_fraction * plan.tau_y
+    bias_sq = s * s * lost + (drawn.prior_sq_l2_risk - drawn.expected_sq_l2_error_t2)  # floor, then smoothing
+    scale = config.dataset.value_scale
+    kept = [round(float(v), 4) for v in safe_inverse_pass_through(t1, plan.floor)]
+    return {"expected_l2_error": math.sqrt(noise_sq) * scale, "expected_l2_error_with_bias":
+            math.sqrt(noise_sq + bias_sq) * scale, "t2_amplification": amp, "pass_through": kept}
 
 
 def fpca_plan(config: Any, n: int | None = None, tau: float | None = None,

@@ -428,3 +428,29 @@ def test_fosr_plan_says_t2_is_re_chosen_after_t1_only_for_risk_prior(tmp_path: P
     pss = write_config(tmp_path, REPO / "examples" / "growth_fosr.yaml")  # the example fixes tuning.rule: exact_free
     assert main(["plan", str(pss)]) == 0
     assert "T2's smoothing:" not in capsys.readouterr().out
+
+
+def test_fosr_plan_prices_the_coefficients_at_a_balanced_design_of_the_public_levels(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Trial J (M2): with categorical covariates the plan states the coefficient curves' error before spending, at a
+    design whose public levels occur equally often (not the data), and which coefficients the floor would shrink."""
+    from fdp.flows.config import load_config
+    from fdp.tasks.planning import fosr_balanced_t1
+
+    pm1 = write_config(tmp_path, REPO / "examples" / "growth_fosr.yaml")  # sex {M: 1, F: -1}
+    assert np.allclose(fosr_balanced_t1(load_config(pm1)), np.eye(2))
+    onehot = write_config(tmp_path, REPO / "examples" / "growth_fosr.yaml", tuning={}, covariates=[
+        {"name": "sex", "encoding": "one_hot", "levels": ["F", "M"], "reference": "F"}])
+    assert np.allclose(fosr_balanced_t1(load_config(onehot)), [[1.0, 0.5], [0.5, 0.5]])
+    rows = plan_report(onehot, [0.5, 2.0, 8.0], None)["rows"]
+    coef = [r["coefficients_balanced"] for r in rows]
+    biased = [c["expected_l2_error_with_bias"] for c in coef]
+    assert biased[0] > biased[1] > biased[2] and all(c["expected_l2_error"] <= b for c, b in zip(coef, biased, strict=True))
+    assert coef[0]["pass_through"][1] < coef[2]["pass_through"][1] <= 1.0  # more epsilon, a lower floor: less shrunk
+    assert main(["plan", str(onehot), "--epsilon", "0.5", "--epsilon", "8"]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.strip().startswith("coefficients, if every"))
+    assert f"{coef[0]['expected_l2_error_with_bias']:.4g} at epsilon 0.5" in line
+    assert "beta_sex=M (keeps" in line and "cannot be told from 0" in line
+    numeric = write_config(tmp_path, REPO / "examples" / "growth_fosr.yaml", covariates=[{"name": "sex", "encoding": {
+        "M": 1, "F": -1}}, {"name": "age_at_entry"}])
+    assert fosr_balanced_t1(load_config(numeric)) is None  # a numeric covariate: its distribution is not public
