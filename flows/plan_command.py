@@ -283,7 +283,9 @@ def print_plan(report: dict[str, Any]) -> None:
                            and v is not None)
         rel = "-" if r["relative_error"] is None else f"{100 * r['relative_error']:.3g}%"
         fits = "" if r["fits_budget"] in (None, True) else " (over budget)"
-        print(f"  {r['epsilon']:>8g} {_fmt(r['sensitivity']):>11} {_fmt(r['noise_scale']):>11} "
+        mark = "*" if any(b["a_priori"] and b["name"] == "tau" for b in r.get("bought") or ()) and any(
+            not b["a_priori"] and b["name"] == "tau" for q in report["rows"] for b in q.get("bought") or ()) else ""
+        print(f"  {format(r['epsilon'], 'g') + mark:>8} {_fmt(r['sensitivity']):>11} {_fmt(r['noise_scale']):>11} "
               f"{_fmt(r.get(error_key)):>11} {rel:>9} "
               + (f"{_fmt(r.get('expected_l2_error_with_bias')):>10} " if biased else "")
               + (f"{_fmt(r['band_half_width_max']):>10} " if banded else "")
@@ -341,7 +343,11 @@ def print_plan(report: dict[str, Any]) -> None:
         hi = next(b["candidates"][-1] for r in report["rows"] for b in r.get("bought") or ()
                   if b["a_priori"] and b["name"] == "tau")
         print(f"  tau at epsilon {', '.join(f'{e:g}' for e in fixed)}: n * epsilon is too small to buy it, so it is the "
-              f"public upper end of tau_range, {hi:g} (a priori, nothing charged for it)")
+              f"public upper end of tau_range, {hi:g} (a priori, nothing charged for it)"
+              + ("; rows marked * are on that footing, the others buy tau and are priced at tau = 1: their error is "
+                 "that figure times " + ("the square of " if report["summary"] in ("covariance", "fpca") else "")
+                 + "the tau they release (usually well below 1), so two rows with the same figure are not the same "
+                 "accuracy" if len(fixed) < len([r for r in report["rows"] if "error" not in r]) else ""))
     floors = [(r["epsilon"], r["tuning"]["safe_inverse_floor"]) for r in report["rows"]
               if "error" not in r and r["tuning"].get("safe_inverse_floor") is not None]
     if floors:  # FoSR: where the coefficient curves are shrunk by the safe inverse (postprocess.fosr.safe_inverse@1)

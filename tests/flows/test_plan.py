@@ -454,3 +454,15 @@ def test_fosr_plan_prices_the_coefficients_at_a_balanced_design_of_the_public_le
     numeric = write_config(tmp_path, REPO / "examples" / "growth_fosr.yaml", covariates=[{"name": "sex", "encoding": {
         "M": 1, "F": -1}}, {"name": "age_at_entry"}])
     assert fosr_balanced_t1(load_config(numeric)) is None  # a numeric covariate: its distribution is not public
+
+
+def test_rows_where_tau_falls_back_to_the_a_priori_bound_are_marked(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """Trial J (M5): an a-priori-tau row and a bought-tau row (priced at tau = 1) can show the same figure; the table
+    marks the first and says the second scales with the tau released."""
+    cfg = write_config(tmp_path, REPO / "examples" / "growth_fosr.yaml", clipping={"tau": "auto"})
+    assert main(["plan", str(cfg), "--epsilon", "0.5", "--epsilon", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert any(ln.split()[:1] == ["0.5*"] for ln in lines) and any(ln.split()[:1] == ["2"] for ln in lines)
+    note = next(ln for ln in lines if ln.strip().startswith("tau at epsilon 0.5:"))
+    assert "rows marked * are on that footing" in note and "times the tau they release" in note
