@@ -62,7 +62,11 @@ def parse_levels(options: list[str] | None) -> dict[str, list[str]]:
                               "summer,autumn)")
         if name in out:
             raise ConfigError(f"--levels: column {name!r} is given twice; give all its levels in one option")
-        if any(not lv for lv in levels) or len(levels) < 2 or len(set(levels)) != len(levels):
+        repeated = sorted({lv for lv in levels if lv and levels.count(lv) > 1})
+        if repeated:
+            raise ConfigError(f"--levels {name}=...: level(s) {', '.join(map(repr, repeated))} listed more than once; "
+                              "list every category the column may take once")
+        if any(not lv for lv in levels) or len(levels) < 2:
             raise ConfigError(f"--levels {name}=... must list at least two distinct, non-empty levels separated by "
                               "commas (every category the column may take, chosen a priori)")
         out[name] = levels

@@ -271,7 +271,7 @@ def _panels_png(plt: Any, fig: Any, panels: list[Any], *, xlabel: str, ylabel: s
             ax.set_ylabel(ylabel)
         if i + cols >= len(panels):  # nothing below it
             ax.set_xlabel(xlabel)
-    panels[0].legend(fontsize=7)
+    panels[0].legend(fontsize=7, loc="best", framealpha=0.6)  # where it covers least of the curves
     suptitle = fig.suptitle(title, fontsize=9)
     return _finish(plt, fig, [suptitle], legend_ax=panels[0], labels=f"x: {xlabel} | y: {ylabel}")
 

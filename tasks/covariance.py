@@ -216,7 +216,8 @@ def public_covariance_release(
     length = float(grid.domain_range[1] - grid.domain_range[0])
     units = f"{ds.value_column} squared"
     rms = "its root mean square" if length == 1.0 else f"{length:g} x its root mean square ({l2_source / length:.3g})"
-    png = surface_png(t_source, t_source, surface, xlabel=f"{ds.time_column} (s)", ylabel=f"{ds.time_column} (t)",
+    png = surface_png(t_source, t_source, surface, xlabel=f"{ds.time_column}, first time of the pair",
+                      ylabel=f"{ds.time_column}, second time of the pair",
                       title=f"{release_id}: private {what}", colorbar=f"{short} ({units})",
                       subtitle=privacy_subtitle(p.epsilon, 0.0, _publish.clip_radius_text(p),
                                                 "noise only (clipping and smoothing bias not included): expected L2 "

@@ -139,7 +139,7 @@ def public_fosr_release(
     parquet = _publish._parquet_bytes(columns, {"fdp.release_id": release_id, "fdp.dataset_id": ds.id})
     png = coefficients_png(t_source, {n: curves[m] for m, n in enumerate(names)},
                            {n: (curves[m] - band[m], curves[m] + band[m]) for m, n in enumerate(names)},
-                           xlabel=ds.time_column, ylabel=f"{ds.value_column} (source units per covariate unit)",
+                           xlabel=ds.time_column, ylabel=f"{ds.value_column}: intercept in source units, others per covariate unit",
                            title=f"{release_id}: private coefficient curves and the noise-only {_publish.BAND_LEVEL:.0%} band "
                                  "of their T2 part (not a confidence interval)",
                            subtitle=privacy_subtitle(p.epsilon, 0.0, _publish.clip_radius_text(p, "τ_y", "tau_y"),

@@ -194,7 +194,8 @@ def test_init_refuses_a_text_covariate_without_its_public_levels(suffix: str, tm
                  "--out", str(cfg)]) == 2
     assert "--levels names ['season'], which is not a --covariate" in capsys.readouterr().err
     for bad, message in [("season", "must read COLUMN=LEVEL1,LEVEL2,..."), ("season=winter", "at least two distinct"),
-                         ("season=a,a", "at least two distinct")]:
+                         ("season=a,a", "level(s) 'a' listed more than once"),
+                         ("season=1,2,2", "level(s) '2' listed more than once")]:
         assert main(["init", str(data), *WEATHER, "--covariate", "season", "--levels", bad, "--out", str(cfg)]) == 2
         assert message in capsys.readouterr().err
 
