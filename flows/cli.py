@@ -29,7 +29,7 @@ import sqlalchemy
 # Prefect and the flows are imported where a command needs them (``release``, ``demo``, ``serve``), so
 # ``fdp schema``, ``fdp budget`` and ``fdp audit`` start without Prefect (benchmarks/README.md, CLI).
 from fdp.flows.config import DEFAULT_CRON, check_cron, config_sha256, format_validation_error, load_config, series_name
-from fdp.flows.interrupts import exit_code, interrupts, signal_name
+from fdp.flows.interrupts import exit_code, finish_quietly, interrupts, signal_name
 from fdp.flows.registry import SUMMARIES
 from fdp.flows.temporary_server import TemporaryServer, start_temporary_server
 from fdp.schemas import BudgetSpec, LedgerEntry, PrivacyBudget, ReleaseManifest
@@ -397,7 +397,11 @@ def _release(config_path: Path, out: str | None, ledger_url: str | None, release
         raise ReleaseFailure(f"stopped by {signal_name(code - 128)} before anything was charged. Run again", code) from None
     try:
         with interrupts(lambda signum: _next_step(url, rid)):
-            return _run_release(config, config_path, out_dir, url, rid, period)
+            code = _run_release(config, config_path, out_dir, url, rid, period)
+        if code == EXIT_OK:  # published: a signal during the shutdown that follows changes nothing recorded
+            finish_quietly(lambda signum: f"fdp: note: {signal_name(signum)} after release {rid} was published: the "
+                           "release is complete (the ledger holds it as published, charged once); finishing shutdown")
+        return code
     except BaseException as exc:
         code = exit_code(exc)
         if code is None:

@@ -29,7 +29,7 @@ import threading
 from collections.abc import Callable, Iterator
 from types import FrameType
 
-__all__ = ["GRACE_SECONDS", "Interrupted", "exit_code", "interrupts", "signal_name", "stop_on_signals"]
+__all__ = ["GRACE_SECONDS", "Interrupted", "exit_code", "finish_quietly", "interrupts", "signal_name", "stop_on_signals"]
 
 #: Seconds the main thread gets to unwind after a signal before the watchdog ends the process.
 GRACE_SECONDS = 10.0
@@ -75,6 +75,26 @@ def stop_on_signals() -> None:
     """From now on SIGINT and SIGTERM raise :class:`Interrupted` in the main thread (a signal ignored at start stays ignored)."""
     for s in _handled():
         signal.signal(s, _raise)
+
+
+def finish_quietly(note: Callable[[int], str]) -> None:
+    """After a release has published: SIGINT/SIGTERM print ``note(signum)`` once and let the process end normally.
+
+    What is left (closing the temporary Prefect server, the interpreter's exit) changes nothing recorded, so a signal
+    then must neither kill the process silently with 143 nor raise in an ``atexit`` callback (trial J, L1): the
+    release is complete and the process exits 0 once its shutdown is done. A signal ignored at start stays ignored.
+    """
+    said: list[int] = []
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if not said:
+            said.append(signum)
+            with contextlib.suppress(Exception):
+                sys.stderr.write(note(signum) + "\n")
+                sys.stderr.flush()
+
+    for s in _handled():
+        signal.signal(s, handler)
 
 
 @contextlib.contextmanager

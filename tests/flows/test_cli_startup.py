@@ -335,3 +335,30 @@ def test_a_release_keeps_a_signal_ignored_at_start_ignored_and_handles_the_other
         assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     finally:
         signal.signal(signal.SIGINT, old)
+
+
+def test_a_signal_after_the_release_published_is_noted_and_the_process_exits_0(tmp_path: Path) -> None:
+    """Trial J (L1): a SIGTERM while a published release shuts down (its temporary Prefect server stopping) neither
+    kills it silently with 143 nor prints an atexit traceback: one note, exit 0, the ledger says published."""
+    import signal
+    import time
+
+    from fdpcore.ledger import Ledger
+
+    proc = _start_release(tmp_path, signal.SIG_DFL)
+    assert proc.stdout is not None
+    lines = []
+    for line in proc.stdout:  # the summary's last line: the release is published and said so
+        lines.append(line)
+        if line.startswith("  budget:"):
+            break
+    assert proc.poll() is None, "".join(lines)  # the temporary server's shutdown is still to come
+    proc.send_signal(signal.SIGTERM)
+    time.sleep(0.2)
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)  # a second one is noted only once
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err[-3000:]
+    assert err.count("fdp: note: SIGTERM after release early was published: the release is complete") == 1, err[-3000:]
+    assert "Traceback" not in err and "Exception ignored" not in err
+    assert Ledger(f"sqlite:///{tmp_path / 'l.sqlite'}").get("early").state == "published"
