@@ -293,6 +293,11 @@ def _covariate_lines(covariates: list[str], levels: dict[str, list[str]], bound:
                       f"    levels: {_flow(levels[c])}   # PUBLIC: every category, listed a "
                       "priori (from --levels); another value is an error naming the row",
                       f"    reference: {_q(levels[c][0])}   # the first level: all indicators 0, absorbed by the intercept"]
+            if len(levels[c]) == 2:  # a 0/1 indicator with the intercept: T1's smallest eigenvalue is ~ group share / 2
+                a, b = levels[c]
+                lines += [f"    # two levels: encoding: {{{_q(a)}: -1, {_q(b)}: 1}} instead of one_hot is better conditioned "
+                          "(T1 ~ I when the groups are of similar size, so the inverse amplifies the noise less);",
+                          "    # its coefficient is then half the difference between the groups (docs/summaries/fosr.md)"]
     lines.append("intercept: true")
     if all(c in levels for c in covariates) and bound == math.sqrt(len(covariates)):
         lines.append(f"covariate_bound: {bound!r}   # PUBLIC: sqrt({len(covariates)}): each one-hot block adds at most 1 to "

@@ -328,6 +328,12 @@ def test_fosr_page_init_example_runs_as_written(tmp_path: Path, monkeypatch: pyt
         assert main(words[1:]) == 0, (words, capsys.readouterr().err)
     (sex,) = load_config(tmp_path / "my-fosr.yaml").covariates
     assert (sex.encoding, sex.levels, sex.reference) == ("one_hot", ["F", "M"], "F")
+    # two levels: the better-conditioned +-1 coding is offered in a comment (trial J, M3), valid once used
+    text = (tmp_path / "my-fosr.yaml").read_text()
+    assert "# two levels: encoding: {F: -1, M: 1} instead of one_hot is better conditioned" in text
+    pm1 = re.sub(r"    encoding: one_hot\n    levels: .*\n    reference: .*\n", "    encoding: {F: -1, M: 1}\n", text)
+    (tmp_path / "pm1.yaml").write_text(pm1)
+    assert load_config(tmp_path / "pm1.yaml").covariates[0].encoding == {"F": -1.0, "M": 1.0}
     assert "plan: fosr of berkeley_growth (n = 93" in capsys.readouterr().out
 
 
