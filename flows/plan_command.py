@@ -201,8 +201,9 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
     assumptions = [
         "n counts the privacy units in the data file (public under the replace-one adjacency); the file is read only to "
         "refuse what the release would refuse (columns, numbers, units that cannot be aligned): no number here depends "
-        "on a data value, except the counts of zero records and of records outside the public value range in a "
-        "warning (data, for this terminal only: never published or stored)",
+        "on a data value, except the counts of zero records, of records outside the public value range and of units "
+        "whose covariate changes between their rows, in a warning (data, for this terminal only: never published or "
+        "stored)",
         "every number comes from the public config and n: nothing was charged and the ledger was not written",
     ]
     if hasattr(ds, "time_column"):  # a curve release: which units the public alignment rule can align
