@@ -172,8 +172,6 @@ def config_sha256(config: BaseModel) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-
-
 def check_cron(cron: str, now: datetime.datetime | None = None) -> datetime.datetime:
     """The first time ``cron`` fires after ``now`` (UTC), read as Prefect's scheduler reads it; refuse what never fires.
 

@@ -235,8 +235,7 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
                            "as a DP median of the records' levels over the public value_offset_range")
     return {
         "config": str(path), "summary": config.summary, "dataset_id": ds.id, "n": n,
-        "coefficient_names": ((["intercept"] if config.intercept else []) + [c[0] for c in config.design_columns()]
-                              if config.summary == "fosr" else None),
+        "coefficient_names": config.coefficient_names() if config.summary == "fosr" else None,
         "privacy_unit": ds.privacy_unit, "config_epsilon": config.privacy.epsilon,
         "value_scale": getattr(ds, "value_scale", None), "value_offset": getattr(ds, "value_offset", None),
         "tau": getattr(getattr(config, "clipping", None), "tau", None),

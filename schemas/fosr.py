@@ -142,6 +142,10 @@ class FosrReleaseConfig(Frozen):
         """``(label, column, encoding)`` of every encoded covariate column, in design order (intercept excluded)."""
         return [(label, c.name, enc) for c in self.covariates for label, enc in c.design_columns()]
 
+    def coefficient_names(self) -> list[str]:
+        """Names of the released coefficient curves: ``intercept`` (with one), then the design columns' labels."""
+        return (["intercept"] if self.intercept else []) + [label for label, _, _ in self.design_columns()]
+
     @property
     def n_design_columns(self) -> int:
         """Number of encoded covariate columns (intercept excluded): the ``p`` of MATH.md §7 without the 1."""

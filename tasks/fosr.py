@@ -123,7 +123,7 @@ def public_fosr_release(
     """Manifest and file bytes of a FoSR release (private outputs and public parameters only)."""
     p, ds = plan.plan, config.dataset
     grid = p.basis.grid
-    names = (["intercept"] if p.intercept else []) + [label for label, _, _ in config.design_columns()]
+    names = config.coefficient_names()
     curves = np.asarray(coef) * ds.value_scale
     if p.intercept:  # the intercept carries the public offset and reference back (post-processing)
         ref = plan.reference if plan.reference is not None else np.zeros(grid.size)

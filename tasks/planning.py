@@ -31,7 +31,7 @@ from fdpcore.noise.quantiles import PublicChoice, default_tau_range, epsilon_aft
 from fdpcore.privacy.tuning import DEFAULT_SIGNAL_FRACTION
 from fdpcore.summaries.covariance import plan_covariance_release
 from fdpcore.summaries.erm import plan_erm_release
-from fdpcore.summaries.fosr import given_t1, plan_fosr_release, safe_inverse_pass_through, t2_amplification
+from fdpcore.summaries.fosr import given_t1, plan_fosr_release, safe_inverse_shrinkage, t2_amplification
 from fdpcore.summaries.fpca import fpca_basis, gaussian_length_scale, plan_fpca_release, reference_on_grid
 from fdpcore.summaries.kde import BandwidthChoice, plan_kde_release
 from fdpcore.summaries.mean import auto_public_choices, candidate_plans, plan_mean_release
@@ -265,12 +265,12 @@ def fosr_coefficients_balanced(config: Any, plan: Any) -> dict[str, Any] | None:
     drawn = given_t1(plan, t1)
     amp = t2_amplification(t1, plan.floor)
     noise_sq = amp * drawn.expected_sq_l2_error_t2
-    rho = np.linalg.eigvalsh(t1)
-    lost = float(np.sum((1.0 - np.clip(rho / np.maximum(rho, plan.floor), 0.0, 1.0)) ** 2))  # tr((I - S)^2)
+    shrink = safe_inverse_shrinkage(t1, plan.floor)
+    lost = float(np.sum((np.eye(len(t1)) - shrink) ** 2))  # ||I - S||_F^2: the floor's bias of unit-size coefficients
     s = plan.signal_fraction * plan.tau_y
     bias_sq = s * s * lost + (drawn.prior_sq_l2_risk - drawn.expected_sq_l2_error_t2)  # floor, then smoothing
     scale = config.dataset.value_scale
-    kept = [round(float(v), 4) for v in safe_inverse_pass_through(t1, plan.floor)]
+    kept = [round(float(v), 4) for v in np.clip(np.diag(shrink), 0.0, 1.0)]
     return {"expected_l2_error": math.sqrt(noise_sq) * scale, "expected_l2_error_with_bias":
             math.sqrt(noise_sq + bias_sq) * scale, "t2_amplification": amp, "pass_through": kept}
 

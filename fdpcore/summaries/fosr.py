@@ -66,6 +66,7 @@ __all__ = [
     "release_fosr",
     "safe_inverse",
     "safe_inverse_pass_through",
+    "safe_inverse_shrinkage",
     "summarise_fosr",
     "t2_amplification",
 ]
@@ -210,26 +211,36 @@ def safe_inverse(t1: ArrayLike, floor: float) -> NDArrayFloat:
     return out
 
 
-def safe_inverse_pass_through(t1_released: ArrayLike, floor: float) -> NDArrayFloat:
-    """How much of each coefficient the safe inverse lets through: ``diag(T1~^+ T1~)`` clipped to [0, 1] (formula ``postprocess.fosr.safe_inverse@1``).
+def safe_inverse_shrinkage(t1_released: ArrayLike, floor: float) -> NDArrayFloat:
+    """What the floored inverse does to the coefficients: ``S = T1~^+ T1~`` with its eigenvalues clipped to [0, 1] (formula ``postprocess.fosr.safe_inverse@1``).
 
-    .. math:: S=Q\\,\\mathrm{diag}\\Big(\\mathrm{clip}\\Big(\\frac{\\varrho_k}{\\max(\\varrho_k,\\varrho_{\\min})},0,1\\Big)\\Big)Q^\\top,
-              \\qquad \\text{returns } (S_{mm})_m
+    .. math:: S=Q\\,\\mathrm{diag}\\Big(\\mathrm{clip}\\Big(\\frac{\\varrho_k}{\\max(\\varrho_k,\\varrho_{\\min})},0,1\\Big)\\Big)Q^\\top
 
     Without noise ``beta~ = T1~^+ T2 = S beta``: where ``T1~`` has eigenvalues below the floor, ``S`` shrinks those
-    design directions towards 0 (by ``rho_k / rho_min``; a negative, noise-made eigenvalue passes nothing). ``S_mm``
-    near 1: coefficient ``m`` is estimated; well below 1: its curve is shrunk towards 0 (mixed with the others') by
-    an amount that depends on the unknown coefficients — a bias the published noise band does not contain, so a flat
-    curve there says nothing about the effect's size. Post-processing of the released ``T1~`` and the public floor.
+    design directions towards 0 (by ``rho_k / rho_min``; a negative, noise-made eigenvalue passes nothing).
+    Post-processing of the released ``T1~`` and the public floor.
 
-    >>> safe_inverse_pass_through([[1.0, 0.0], [0.0, 0.05]], 0.2).tolist()
-    [1.0, 0.25]
+    >>> safe_inverse_shrinkage([[1.0, 0.0], [0.0, 0.05]], 0.2).tolist()
+    [[1.0, 0.0], [0.0, 0.25]]
     """
     m = _validate.finite_matrix("t1", t1_released)
     f = _validate.positive_finite("floor", floor, privacy=False)
     rho, q = np.linalg.eigh((m + m.T) / 2.0)
-    keep = np.clip(rho / np.maximum(rho, f), 0.0, 1.0)
-    out: NDArrayFloat = np.clip(np.einsum("mk,k,mk->m", q, keep, q), 0.0, 1.0)
+    out: NDArrayFloat = (q * np.clip(rho / np.maximum(rho, f), 0.0, 1.0)) @ q.T
+    return out
+
+
+def safe_inverse_pass_through(t1_released: ArrayLike, floor: float) -> NDArrayFloat:
+    """How much of each coefficient the safe inverse lets through: the diagonal of :func:`safe_inverse_shrinkage`.
+
+    ``S_mm`` near 1: coefficient ``m`` is estimated; well below 1: its curve is shrunk towards 0 (mixed with the
+    others') by an amount that depends on the unknown coefficients — a bias the published noise band does not contain,
+    so a flat curve there says nothing about the effect's size (formula ``postprocess.fosr.safe_inverse@1``).
+
+    >>> safe_inverse_pass_through([[1.0, 0.0], [0.0, 0.05]], 0.2).tolist()
+    [1.0, 0.25]
+    """
+    out: NDArrayFloat = np.clip(np.diag(safe_inverse_shrinkage(t1_released, floor)), 0.0, 1.0)
     return out
 
 
@@ -613,7 +624,7 @@ def draw_fosr_release(
         t1[:, 0, 0] = 1.0
     plans = tuple(given_t1(plan, m) for m in t1)
     inv = np.stack([safe_inverse(m, plan.floor) for m in t1])
-    if plan.tuning != "risk_prior":  # one pair for every draw: T2's noise in one call
+    if all(pl is plan for pl in plans):  # no draw re-chose its pair (a fixed pair or a PSS rule): T2's noise in one call
         g = sample_laplace_whitened(z2, plan.calibration2, draws=draws, rng=rng).reshape(-1, plan.p, lam.shape[0])
     else:
         base = iclp_qr_shrinkage(lam, plan.eta, plan.psi)
