@@ -70,7 +70,10 @@ def test_fosr_release_on_the_local_engine_matches_the_memory_plan(tmp_path: Path
     m, s = memory_and_local_manifests(tmp_path, EXAMPLE, DATA, partitioned)
     assert s["n"] == m["n"] == 93
     assert s["sensitivity"] == m["sensitivity"] and s["noise"] == m["noise"]  # same plan, same noise scales
-    assert s["parameters"] == m["parameters"] and s["budget_splits"] == m["budget_splits"]
+    drawn = {"safe_inverse_pass_through"}  # a function of each release's own noisy T1~ (postprocess.fosr.safe_inverse@1)
+    assert {k: v for k, v in s["parameters"].items() if k not in drawn} == {
+        k: v for k, v in m["parameters"].items() if k not in drawn} and s["budget_splits"] == m["budget_splits"]
+    assert len(s["parameters"]["safe_inverse_pass_through"]) == len(m["parameters"]["safe_inverse_pass_through"]) == 2
     assert set(s["formulas"]) - set(m["formulas"]) == {"preprocess.quantise_lattice@1"}
     out = pd.read_parquet(tmp_path / "s" / "release.parquet")
     assert list(out.columns) == ["t", "t_source", "beta_intercept", "beta_sex", "band_lower_intercept",
