@@ -101,20 +101,29 @@ def test_a_reservation_whose_run_stopped_is_taken_over_once(
 _WAITER = """
 import sys, time
 from fdp.tasks.ledger import await_other_run
+from pathlib import Path
 try:
     print(await_other_run.fn(sys.argv[1], "r"), flush=True)
 except Exception as exc:
     print(type(exc).__name__, flush=True)
-time.sleep(4)  # a run that took the reservation over stays alive (it would be computing its release)
+deadline = time.monotonic() + 60
+while not Path(sys.argv[2]).exists() and time.monotonic() < deadline:
+    time.sleep(0.1)  # a run that took the reservation over stays alive (it would be computing its release)
 """
 
 
 def test_of_two_runs_finding_the_same_abandoned_reservation_exactly_one_takes_it_over(tmp_path: Path) -> None:
     led, url = _reserved_by(tmp_path, {**this_process(), "pid": 2**22 + 12345})  # a process that is gone
     env = {**os.environ, "FDP_WAIT_SECONDS": "2"}
-    procs = [subprocess.Popen([sys.executable, "-c", _WAITER, url], stdout=subprocess.PIPE, text=True, env=env)
-             for _ in range(2)]
-    outcomes = sorted(p.communicate(timeout=60)[0].strip() for p in procs)
+    done = tmp_path / "both-answered"
+    procs = [subprocess.Popen([sys.executable, "-c", _WAITER, url, str(done)], stdout=subprocess.PIPE, text=True,
+                              env=env) for _ in range(2)]
+    # Each stays alive until both have answered: however late one starts (a loaded machine), the taker is still live.
+    answers = [p.stdout.readline().strip() if p.stdout else "" for p in procs]
+    done.touch()
+    for p in procs:
+        p.communicate(timeout=60)
+    outcomes = sorted(answers)
     assert outcomes == ["ConcurrentRunError", "mine"]  # the other one waited for the live taker
     record = led.get("r")
     assert record is not None and record.state == "reserved" and release_owner(record)["pid"] in {p.pid for p in procs}
