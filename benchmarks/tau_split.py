@@ -16,11 +16,13 @@ above 1.3 and 1.5 x.
 at n = 600 (epsilon 1, 2) and n = 150 (epsilon 5), ``--draws`` each with ``@2``'s split and with ``@3``'s, and prints
 their relative RMSE against the non-private second moment (the release's own target). ``--fosr`` does the same
 with whole FoSR releases (intercept and one +-1 covariate with an effect of a fifth of the curve, ``tau_y: auto``,
-B = 1) against the non-private OLS coefficient curves.
+B = 1) against the non-private OLS coefficient curves. ``--landscape DATA:EPS`` prices every fixed (share, level)
+pair at one cell: the best any split-and-level rule could do there in hindsight.
 
     .venv/bin/python benchmarks/tau_split.py --draws 200                     # 2-core VM: about 3 min
     .venv/bin/python benchmarks/tau_split.py --covariance --draws 40         # about 7 min
     .venv/bin/python benchmarks/tau_split.py --fosr --draws 40               # about 5 min
+    .venv/bin/python benchmarks/tau_split.py --landscape growth:1 --draws 200  # one cell, every (share, level)
 """
 
 from __future__ import annotations
@@ -110,6 +112,43 @@ def cell(data: Data, eps: float, splits: dict[str, Split], draws: int) -> dict[s
     return out
 
 
+def landscape(spec: str, draws: int, seed: int) -> None:
+    """``--landscape DATA:EPS``: the RMSE ratio of every (split share, quantile level) pair at one cell.
+
+    What the best *fixed* pair would achieve in hindsight on these data (each pair's ``draws`` OpenDP quantile draws
+    priced by the exact expected error, as :func:`cell`), next to the a-priori tau with the whole epsilon and the
+    default rule: how much of a cell's gap any split-and-level rule could close.
+    """
+    name, eps_text = spec.split(":")
+    eps = float(eps_text)
+    if name in ("electricity", "growth"):
+        data = electricity() if name == "electricity" else growth()
+    else:
+        fam, n = name.split("@")
+        data = family(fam, int(n), seed)
+    norms = record_norms(data.curves, data.grid.weights)
+    oracle = math.sqrt(oracle_choice(data, eps)[2])
+    levels = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
+    rows = []
+    for share in (0.1, 0.15, 0.2, 0.25, 0.35, 0.5):
+        e_tau = split_epsilon(eps, share)
+        choice_at = {a: tau_choice(norms.size, e_tau, 1.0, RANGE, alpha=a) for a in levels}
+        memo: dict[float, float] = {}
+        row = [f"{share:g}"]
+        for a in levels:
+            taus = [float(draw_public_choice(choice_at[a], norms).value or RANGE[1]) for _ in range(draws)]
+            for t in set(taus) - memo.keys():
+                memo[t] = expected_error(data, round(eps - e_tau, 6), t) ** 2
+            row.append(f"{math.sqrt(float(np.mean([memo[t] for t in taus]))) / oracle:.2f}")
+        rows.append(row)
+    default = cell(data, eps, {"@3": lambda n, e, c: tau_epsilon(n, e, 0.1, c)}, draws)["@3"]
+    print(f"### {data.name}, epsilon {eps:g}: RMSE / oracle by tau split share (rows) and quantile level (columns), "
+          f"{draws} draws each\n")
+    print(table(["share", *(f"{a:g}" for a in levels)], rows))
+    print(f"\na-priori tau = {RANGE[1]:g} with the whole epsilon: {expected_error(data, eps, RANGE[1]) / oracle:.2f}; "
+          f"the default rule (@3): {default:.2f}")
+
+
 def _covariance_error(data: Data, eps: float, rng: np.random.Generator, draws: int) -> float:
     """Relative RMSE of ``draws`` default covariance releases (``tau: auto``) against the second moment."""
     y, grid = data.curves, data.grid
@@ -168,8 +207,14 @@ def main() -> None:
     ap.add_argument("--grid", action="store_true", help="also the (target level, cap) pairs @3's constants were chosen among")
     ap.add_argument("--covariance", action="store_true", help="whole covariance releases, @2 against @3")
     ap.add_argument("--fosr", action="store_true", help="whole FoSR releases (one +-1 covariate), @2 against @3")
+    ap.add_argument("--landscape", metavar="DATA:EPS",
+                    help="every (share, level) pair at one cell: electricity, growth or FAMILY@N, e.g. growth:1")
     args = ap.parse_args()
     t0 = time.perf_counter()
+    if args.landscape:
+        landscape(args.landscape, args.draws, args.seed)
+        print(f"\n({time.perf_counter() - t0:.0f} s)")
+        return
     if args.covariance or args.fosr:
         whole("covariance" if args.covariance else "fosr", args.draws, args.seed)
         print(f"\n({time.perf_counter() - t0:.0f} s)")
