@@ -29,6 +29,11 @@ automations (:func:`ensure_failure_automations`), so they act even when no fdp p
   through Prefect's ``CustomWebhookNotificationBlock``: series, month, release id and the next step for
   each ledger state (the server cannot read the ledger; ``fdp audit show`` can) — never data.
 
+A run the server's *scheduler* created (a cron tick) would be told about 15 minutes late: Prefect's scheduler
+writes such runs with no *Scheduled* event, and the server holds every later state event of a run until it has
+seen the one it follows (for up to 15 minutes), so the automations saw the run's *Crashed* (and *Completed*)
+event that late. The run announces its own *Scheduled* state first (:func:`announce_scheduled_state`).
+
 A run that ends *Failed* is still alive to say more: its state hook (:func:`notify_failure`) reads the
 ledger when it sends and tells the webhook the ledger state and the month's budget with the next step
 (:func:`failure_message`). A series that keeps failing for the same cause (a minute cron, an exhausted
@@ -69,6 +74,7 @@ from fdpcore.ledger import (
 )
 
 __all__ = ["BUDGET_STEP", "CONFIG_STEP", "DEFAULT_CRON", "LIVE_STEP", "MISSED_HEARTBEATS", "NEXT_STEP", "already_notified",
+           "announce_scheduled_state",
            "crash_message_template", "ensure_failure_automations", "failure_automations", "failure_message",
            "forget_notified", "heartbeat_seconds", "notify_failure", "release_calendar", "scheduled_release", "scheduled_run_name"]
 
@@ -237,6 +243,49 @@ def scheduled_run_name() -> str:
     return release_calendar(str(flow_run.parameters.get("series", "release")), _scheduled_start())[1]
 
 
+def announce_scheduled_state() -> bool:
+    """Emit the *Scheduled* event that Prefect's scheduler never wrote for this run; True when it did.
+
+    The server names each state event of a run by the state's id and makes the next one *follow* it when it
+    came within 5 minutes; its automations then hold an event until they have seen the one it follows, for up to
+    15 minutes. A run created by the scheduler (``auto_scheduled``: a cron tick) starts from a *Scheduled* state
+    inserted with no event, so its *Pending*, *Running* and terminal events were all held that long: a crash
+    was notified about 15 minutes late (and a Completed run tripped the no-heartbeat automation). This emits
+    ``prefect.flow-run.Scheduled`` with that state's id and timestamp, which releases the held events; it carries
+    the run's name and state only (no data). A run started by hand already has the event and is left alone.
+    Never fails the run: a server that cannot be asked is logged as a warning.
+    """
+    from uuid import UUID
+
+    from prefect.client.orchestration import get_client
+    from prefect.events import emit_event
+    from prefect.events.worker import EventsWorker
+
+    run_id = flow_run.id
+    if run_id is None:
+        return False
+    try:
+        with get_client(sync_client=True) as client:
+            run = client.read_flow_run(UUID(str(run_id)))
+            if not run.auto_scheduled:
+                return False
+            states = [st for st in client.read_flow_run_states(run.id) if st.type.value == "SCHEDULED"]
+        if not states:
+            return False
+        first = min(states, key=lambda st: st.timestamp)
+        related = [{"prefect.resource.id": f"prefect.deployment.{run.deployment_id}",
+                    "prefect.resource.role": "deployment"}] if run.deployment_id else []
+        emit_event(event="prefect.flow-run.Scheduled", id=first.id, occurred=first.timestamp, related=related,
+                   resource={"prefect.resource.id": f"prefect.flow-run.{run.id}", "prefect.resource.name": run.name,
+                             "prefect.state-name": first.name or "Scheduled", "prefect.state-type": "SCHEDULED"})
+        EventsWorker.instance().wait_until_empty()  # sent before the release starts: a crash may follow at once
+        return True
+    except Exception as exc:  # noqa: BLE001 - bookkeeping in the orchestrator never undoes a release
+        get_run_logger().warning("could not announce the scheduled state of this run (%s): a crash of it may be "
+                                 "notified up to 15 minutes late", type(exc).__name__)
+        return False
+
+
 def _budget_cause(cause: str) -> str | None:
     """``"period"`` or ``"total"`` when the run's message is a budget refusal (BudgetExceededError), else None."""
     if "BudgetExceededError" not in cause:
@@ -396,6 +445,7 @@ def scheduled_release(
             ``config_sha256_served``), or names another series; nothing is charged.
     """
     quiet_expected_tracebacks()  # a refused run (budget, config, data) logs its reason once, without a stack
+    announce_scheduled_state()  # a cron tick's run: its crash is told at once, not 15 minutes late
     config = load_config(config_path)
     digest = config_sha256(config)
     if digest != config_sha256_served or series_name(config) != series:

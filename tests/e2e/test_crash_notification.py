@@ -6,7 +6,10 @@ With a real ``prefect server`` on loopback and ``fdp serve --notify`` (heartbeat
   server's *crashed* automation posts exactly one notification (the in-process hook no longer does);
 * the whole ``fdp serve`` process group is killed with SIGKILL mid-run — nothing of fdp is left to
   report: the server's *no heartbeat* automation sets the run Crashed after three missed heartbeats,
-  and the notification still arrives.
+  and the notification still arrives;
+* a run the server's *scheduler* started (a cron tick, no hand on the trigger) is killed the same way: the
+  team is told within a minute, not after Prefect's 15-minute look-back (the scheduler writes no event for
+  the runs it creates, so the server held every later event of such a run; ``announce_scheduled_state``).
 """
 
 from __future__ import annotations
@@ -51,8 +54,8 @@ def crash(prefect_server: dict, tmp_path_factory: pytest.TempPathFactory) -> Ite
             "--notify", f"http://127.0.0.1:{receiver.server_port}/hook"]
     state: dict[str, object] = {"root": root, "received": received, "procs": []}
 
-    def serve() -> subprocess.Popen:  # type: ignore[type-arg]
-        proc = subprocess.Popen(argv, env=env, stdout=(root / "serve.log").open("ab"), stderr=subprocess.STDOUT,
+    def serve(cron: str = "0 6 1 1 *") -> subprocess.Popen:  # type: ignore[type-arg]
+        proc = subprocess.Popen([*argv[:4], cron, *argv[5:]], env=env, stdout=(root / "serve.log").open("ab"), stderr=subprocess.STDOUT,
                                 start_new_session=True)  # its own process group: the flow runs die with it
         state["procs"].append(proc)  # type: ignore[attr-defined]
         return proc
@@ -168,3 +171,49 @@ def test_a_run_whose_whole_serve_process_died_is_set_crashed_by_its_missing_hear
     with get_client(sync_client=True) as client:
         message = client.read_flow_run(run.id).state.message  # type: ignore[union-attr]
     assert "no heartbeat" in (message or "")
+
+
+def _cron_started_running_run(deployment: str, timeout: float = 240):  # noqa: ANN202
+    """Wait until a run the scheduler created for ``deployment`` (``auto_scheduled``) is Running."""
+    from prefect.client.schemas.filters import (
+        DeploymentFilter,
+        DeploymentFilterId,
+        FlowRunFilter,
+        FlowRunFilterState,
+        FlowRunFilterStateType,
+    )
+    from prefect.client.schemas.objects import StateType
+
+    deadline = time.monotonic() + timeout
+    with get_client(sync_client=True) as client:
+        while True:
+            try:
+                dep = client.read_deployment_by_name(deployment)
+                runs = client.read_flow_runs(
+                    deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[dep.id])),
+                    flow_run_filter=FlowRunFilter(state=FlowRunFilterState(
+                        type=FlowRunFilterStateType(any_=[StateType.RUNNING]))))
+            except Exception:  # noqa: BLE001 - the deployment is not registered yet
+                runs = []
+            ticked = [r for r in runs if r.auto_scheduled]
+            if ticked:
+                return ticked[0]
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no cron-started run of {deployment} was Running within {timeout:g} s")
+            time.sleep(0.5)
+
+
+def test_a_killed_cron_started_run_is_told_within_a_minute(crash: dict) -> None:
+    crash["received"].clear()
+    serve = crash["serve"]("* * * * *")  # the scheduler starts the runs: no hand on the trigger
+    run = _cron_started_running_run("scheduled-release/elec-crash")
+    for pid in _children(serve.pid):
+        os.kill(pid, signal.SIGKILL)
+    assert _wait(lambda: _state(run.id) == "CRASHED", 120), _state(run.id)
+    crashed = time.monotonic()
+    told = _wait(lambda: len(crash["received"]) >= 1, 60)
+    print(f"\ncron-started run killed: told {time.monotonic() - crashed:.0f} s after it was Crashed")
+    os.killpg(serve.pid, signal.SIGKILL)
+    serve.wait()
+    assert told, "no notification within 60 s of the crash of a cron-started run"
+    _check_notification(crash["received"][0], f"elec-crash-{current_period()}")
