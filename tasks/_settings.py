@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable
-from functools import partial, wraps
+from functools import wraps
 from typing import Any, ParamSpec, TypeVar
 
 from prefect import task
@@ -63,7 +63,9 @@ def data_task(fn: Callable[P, R] | None = None, /, **options: Any) -> Any:
     return task(_rows_stay_with_the_curator(fn), **settings)
 
 
-noise_task = partial(task, retries=0, cache_policy=NO_CACHE, persist_result=False)
+def noise_task(fn: Callable[P, R] | None = None, /, **options: Any) -> Any:
+    """A Prefect task that draws a release's noise: a :func:`data_task` (rows redacted too) with no retries."""
+    return data_task(fn, **{**options, "retries": 0})
 
 
 class _NoTracebackForExpectedErrors(logging.Filter):

@@ -120,6 +120,8 @@ def _fpca_guarantee(p: FpcaPlan, unit: str) -> str:
     else:
         text += (f", applied {p.n_components} times on successively deflated subspaces ({eps}/{p.n_components} "
                  "each, sequential composition); every released state is an exact draw")
+    text += (" (in idealised arithmetic: the draws use NumPy's floating-point samplers, not OpenDP's snapping ones — "
+             "the only release family that does; sampler.caveat)")
     return text + _publish.bought_text(p.public_choices)
 
 

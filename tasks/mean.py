@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from fdp.schemas import ChargeRequest, CurveBatch, MeanSummary, NoisePlan, ReleaseConfig
 from fdp.tasks import _publish
 from fdp.tasks._settings import data_task, noise_task
@@ -59,6 +60,20 @@ def _load(config: ReleaseConfig, config_dir: str, value_offset: float | None) ->
                       aligned=aligned.aligned)
 
 
+def recentred(batch: CurveBatch, shift: float) -> CurveBatch:
+    """``batch`` (read at ``value_offset`` 0) as if read at the released centre: ``shift`` = centre / value_scale.
+
+    Rescaling, alignment (linear interpolation, end carry, averaging within a unit) and a public reference curve
+    are all affine in the values, so each aligned record moves by ``-shift`` and nothing else changes; a unit
+    that could not be aligned stays the zero record (the centre itself). Record-wise: one unit, one row.
+    """
+    if batch.aligned is None:
+        raise fdpcore.InternalError("re-centring needs the batch's aligned mask")
+    mask = np.asarray(batch.aligned, dtype=bool)
+    data = batch.data_matrix - shift * mask[:, None]
+    return batch.model_copy(update={"data_matrix": data})
+
+
 @data_task(name="clip-curves")
 def clip_curves(batch: CurveBatch, config: ReleaseConfig, tau: float | None = None) -> CurveBatch:
     """Clip every record to the L2 radius tau (the config's, or the released one of ``tau: auto``)."""
@@ -106,7 +121,8 @@ def choose_public_parameters(
     """Draw the bought public parameters (after the charge; marks it final first), then clip.
 
     The centre first (mean only): a DP median of the records' domain averages (source units, read at
-    offset 0), then the curves are re-read with it as ``value_offset``; then ``tau``: a DP quantile of
+    offset 0), then the same records are re-centred on it (:func:`recentred`: no second read of the file, so the
+    centre and the mean come from one version of it); then ``tau``: a DP quantile of
     the norms of ``batch``'s records — exactly the records the clip applies to (a covariance, FoSR or
     FPCA release passes them centred by its public or released centre, or raw for a sample-mean
     covariance); they are clipped to it. Every draw is OpenDP's; nothing pre-noise leaves.
@@ -120,7 +136,7 @@ def choose_public_parameters(
             levels = record_levels(batch.data_matrix, weights) * config.dataset.value_scale
             centre = draw_public_choice(choice, levels)
             drawn.append(centre)
-            batch = _load(config, config_dir, centre.value)
+            batch = recentred(batch, float(centre.value or 0.0) / config.dataset.value_scale)
         else:
             chosen = draw_public_choice(choice, record_norms(batch.data_matrix, weights))
             drawn.append(chosen)

@@ -43,6 +43,7 @@ def test_fpca_release_publishes_components_manifest_ledger_and_artifacts(tmp_pat
     assert sampler["released_states"] == 1 and "deflated" in sampler["method"]
     assert "Every released state is an exact draw" in sampler["caveat"] and "PCG64" in sampler["rng"]
     assert "epsilon/2 each" in manifest["privacy"]["guarantee"] and "exact draw" in manifest["privacy"]["guarantee"]
+    assert "idealised arithmetic: the draws use NumPy's floating-point samplers" in manifest["privacy"]["guarantee"]
     assert manifest["parameters"]["base_measure"]["prior_strength"] == 0.5  # the paper's c = epsilon/2
     assert set(manifest["formulas"]) <= set(FORMULAS)
     assert "sampler.bingham.matrix_gibbs@1" not in manifest["formulas"]

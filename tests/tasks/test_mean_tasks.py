@@ -34,8 +34,48 @@ def test_data_and_noise_tasks_never_cache_or_persist(name: str) -> None:
     assert t.persist_result is False
 
 
-def test_noise_task_has_no_retries() -> None:
-    assert tasks.draw_noise.retries == 0
+@pytest.mark.parametrize("name", ["draw_noise", "choose_public_parameters", "select_parameters"])
+def test_noise_tasks_have_no_retries_and_redact_rows_like_the_data_tasks(name: str) -> None:
+    from fdp.tasks import mean as mean_tasks
+
+    t = getattr(mean_tasks, name)
+    assert t.retries == 0 and t.cache_policy is NO_CACHE and t.persist_result is False
+    assert t.fn.__wrapped__.__name__ == name  # wrapped by the row redaction of data_task (issue 17)
+
+
+def test_noise_task_redacts_the_row_numbers_of_a_data_error() -> None:
+    from fdp.tasks._settings import noise_task
+
+    @noise_task(name="probe")
+    def probe() -> None:
+        raise DataError("value 'x' in column 'v' at row 7 is not a number")
+
+    with disable_run_logger(), pytest.raises(DataError) as raised:
+        probe.fn()
+    assert "row 7" not in str(raised.value) and "row 7" in raised.value.curator_message
+
+
+@pytest.mark.parametrize("reference", [False, True])
+def test_recentring_on_the_drawn_centre_is_the_read_at_that_offset(tmp_path: Path, reference: bool) -> None:
+    """value_offset: auto re-centres the records it read at offset 0 (no second read): the same matrix as reading
+    at the drawn centre, an unalignable unit included (it stays the zero record)."""
+    from fdp.tasks.mean import _load, recentred
+
+    rows = "u,t,v\na,0,1\na,1,3\nb,0,2\nb,0.5,7\nb,1,2\nc,0.5,9\nd,0.2,4\nd,0.8,6\n"
+    config, cdir = _config(tmp_path, rows)
+    config = config.model_copy(update={"dataset": config.dataset.model_copy(update={"value_scale": 2.5})})
+    if reference:
+        raw = config.model_dump(mode="json")
+        raw["centering"] = {"time": [0.0, 1.0], "value": [0.5, 1.5], "source": "a public reference (test)"}
+        config = ReleaseConfig.model_validate(raw)
+    centre = 1.7
+    with disable_run_logger():
+        at_zero = _load(config, cdir, 0.0)
+        at_centre = _load(config, cdir, centre)
+    moved = recentred(at_zero, centre / 2.5)
+    np.testing.assert_allclose(moved.data_matrix, at_centre.data_matrix, rtol=0, atol=1e-12)
+    assert not np.all(at_zero.aligned) and np.all(moved.data_matrix[~np.asarray(at_zero.aligned)] == 0.0)
+    assert moved.unit_ids == at_zero.unit_ids and moved.n_samples == at_zero.n_samples
 
 
 def test_load_curves_aligns_and_counts_internally(tmp_path: Path) -> None:
