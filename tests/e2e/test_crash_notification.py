@@ -217,3 +217,24 @@ def test_a_killed_cron_started_run_is_told_within_a_minute(crash: dict) -> None:
     serve.wait()
     assert told, "no notification within 60 s of the crash of a cron-started run"
     _check_notification(crash["received"][0], f"elec-crash-{current_period()}")
+
+
+@pytest.mark.slow  # waits out three missed heartbeats after the run: about 3 minutes
+def test_a_completed_cron_started_run_does_not_trip_the_no_heartbeat_automation(crash: dict) -> None:
+    """Its Completed event reaches the automations at once (the run announced its Scheduled state), so the
+    no-heartbeat trigger sees the run end; before, it fired about 3 minutes later and its action failed ("already
+    in terminal state"), once per served run (operations trial I)."""
+    import httpx
+
+    serve = crash["serve"]("* * * * *")
+    run = _cron_started_running_run("scheduled-release/elec-crash")
+    assert _wait(lambda: _state(run.id) in ("COMPLETED", "FAILED"), 240), _state(run.id)
+    os.killpg(serve.pid, signal.SIGTERM)  # a clean stop: no further runs
+    serve.wait(60)
+    time.sleep(3 * HEARTBEAT + 60)
+    body = {"filter": {"event": {"name": ["prefect.automation.triggered"]}}, "limit": 50}
+    response = httpx.post(f"{PREFECT_API_URL.value()}/events/filter", json=body, timeout=10)
+    response.raise_for_status()
+    about_it = [e for e in response.json()["events"]  # the automation's for_each label names the run it fired for
+                if f"prefect.flow-run.{run.id}" in (e.get("payload", {}).get("triggering_labels") or {}).values()]
+    assert about_it == []
