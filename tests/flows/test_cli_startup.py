@@ -358,3 +358,32 @@ def test_a_signal_after_the_release_published_is_noted_and_the_process_exits_0(t
     assert err.count("fdp: note: SIGTERM after release early was published: the release is complete") == 1, err[-3000:]
     assert "Traceback" not in err and "Exception ignored" not in err
     assert Ledger(f"sqlite:///{tmp_path / 'l.sqlite'}").get("early").state == "published"
+
+
+_LATE_SIGNAL = """
+import atexit, os, signal, sys, time
+from fdp.flows.interrupts import finish_quietly
+finish_quietly(lambda s: "fdp: note: after publication")
+class Late:  # its __del__ runs in the interpreter's final teardown, after the atexit callbacks
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.5)
+sys.modules["__late__"] = Late()
+atexit.register(lambda: (os.kill(os.getpid(), signal.SIGTERM), time.sleep(0.5)))  # one during the shutdown work
+if sys.argv[1] == "end":
+    from fdp.flows.console import end
+    end(0)
+sys.exit(0)
+"""
+
+
+@pytest.mark.parametrize(("how", "code"), [("exit", 143), ("end", 0)])
+def test_the_console_script_ends_without_the_teardown_where_a_signal_killed_a_published_release(
+        how: str, code: int) -> None:
+    """Trial L (M1): a SIGTERM 0.2 s after the temporary server stopped ended a published release with 143 and no
+    note: the interpreter's teardown, after the atexit callbacks, restores the default handlers. A normal exit
+    (``exit``) shows it; ``fdp.flows.console.end`` runs the shutdown work with the handler in place and skips the
+    teardown: one note, exit 0."""
+    proc = subprocess.run([sys.executable, "-c", _LATE_SIGNAL, how], capture_output=True, text=True, timeout=60)
+    assert proc.returncode in (code, -15 if code == 143 else code), proc.stderr[-2000:]
+    assert proc.stderr.count("fdp: note: after publication") == 1 and "Traceback" not in proc.stderr
