@@ -34,17 +34,15 @@ def main() -> int:
 def end(code: int) -> NoReturn:
     """End the process with ``code`` once its shutdown work is done, skipping the interpreter's final teardown.
 
-    What a normal exit does that matters is done here, in order: wait for the non-daemon threads, run the ``atexit``
-    callbacks (Prefect's log and event flushes, the temporary server's stop, logging's shutdown) and flush stdout
-    and stderr. Then ``os._exit``: the teardown that follows a normal exit would first restore the default
+    What a normal exit does that matters is done here, in the interpreter's order: ``threading._shutdown`` (the
+    callbacks of ``threading._register_atexit`` — Prefect's log and event drains, while the temporary server still
+    runs — then the non-daemon threads), the ``atexit`` callbacks (the temporary server's stop, logging's shutdown),
+    then a flush of stdout and stderr. Then ``os._exit``: the teardown that follows a normal exit would first restore the default
     SIGINT/SIGTERM handlers — a signal then, after a published release, ended the process with 143 and no note
     (trial L) — and then tear down native libraries, whose threads can abort the process (PyArrow's: exit 134 after a
     completed ``fdp init``, trial J). Neither changes anything recorded, so neither may change the exit code.
     """
-    current = threading.current_thread()
-    for thread in threading.enumerate():
-        if thread is not current and not thread.daemon:
-            thread.join()
+    threading._shutdown()  # type: ignore[attr-defined]  # what a normal exit runs first (Prefect's queue drains)
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):  # a reader that has gone (a closed pipe) changes nothing recorded

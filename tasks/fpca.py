@@ -21,7 +21,7 @@ from fdp.schemas.fpca import (
     FpcaReleaseConfig,
 )
 from fdp.tasks import _publish
-from fdp.tasks._plots import profiles_png, value_label
+from fdp.tasks._plots import privacy_subtitle, profiles_png, value_label
 from fdp.tasks._settings import data_task, noise_task
 from fdp.tasks.ledger import close_release, mark_noised, period_and_budget, provenance
 from fdp.tasks.planning import fpca_plan, public_reference
@@ -143,7 +143,9 @@ def _components_png(t_source: Any, curves: Any, config: FpcaReleaseConfig, plan:
         t_source, base, {f"component {r + 1}": step * curves[:, r] for r in range(k)}, xlabel=ds.time_column,
         ylabel=value_label(ds.value_column),
         title=(f"How curves vary around {centre} (a public centre, not the data's mean curve): each private "
-               "component (sign and size illustrative)"),
+               "component (sign and size illustrative)\n"
+               + privacy_subtitle(plan.plan.epsilon, 0.0, _publish.clip_radius_text(plan.plan),
+                                  f"the ± lines are τ/2 along each component, in {ds.value_column}'s units")),
         base_label="public reference curve" if plan.reference is not None else f"public value_offset {ds.value_offset:g}",
     )
 

@@ -590,8 +590,9 @@ def with_bias_note(config: Any, plan: Any) -> str | None:
         return None
     what, size, radius = _TYPICAL_TARGET[config.summary]
     fraction, tau = float(plan.signal_fraction), float(getattr(plan, radius))
+    size_value = tau**2 if config.summary == "covariance" else tau  # the surface's size is signal_fraction x tau^2
     return (f"sqrt(E||noise||^2 + bias^2), the bias being the smoothing bias of {what} of {size} = {fraction:g} x "
-            f"{tau:.6g} (rescaled units) under the risk_prior prior (tuning.risk.iclp_qr.prior@1) at the released "
+            f"{size_value:.6g} (rescaled units) under the risk_prior prior (tuning.risk.iclp_qr.prior@1) at the released "
             "(eta, psi): a typical release's error, not this data's; the clipping bias (records shrunk to tau) is not "
             "included")
 

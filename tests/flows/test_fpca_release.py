@@ -54,6 +54,7 @@ def test_fpca_release_publishes_components_manifest_ledger_and_artifacts(tmp_pat
     png = (out / "components.png").read_bytes()  # trial G finding 5: the "typical curve" is a public centre, say which
     assert title_of(png).startswith("How curves vary around the public reference curve (a public centre, not the data's "
                                     "mean curve)")
+    assert f"ε = {manifest['privacy']['epsilon']:g}, τ = " in title_of(png)  # trial L: the cost and radius, as elsewhere
     assert legend_of(png).startswith("legend: public reference curve |")
 
     table = pq.read_table(out / "release.parquet").to_pandas()

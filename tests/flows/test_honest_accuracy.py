@@ -203,7 +203,7 @@ def test_a_covariance_with_tau_bought_at_a_low_level_says_so_in_its_line_and_not
     assert "Clipping and smoothing bias the surface, and that bias is not in the noise figure" in note
     # the manifest carries the plan's 'with bias' at the released tau; the release line prints it
     assert m["noise"]["expected_l2_error_with_bias"] > m["noise"]["expected_l2_error"]
-    assert (f"a typical surface of size signal_fraction x tau^2 = 0.5 x {m['parameters']['tau']:.6g}"
+    assert (f"a typical surface of size signal_fraction x tau^2 = 0.5 x {m['parameters']['tau'] ** 2:.6g}"
             in m["noise"]["expected_l2_error_with_bias_note"])
     assert f"with bias {m['noise']['expected_l2_error_with_bias']:.4g}: " in out
     assert clause in note
