@@ -185,6 +185,13 @@ def _read_parquet(p: Path, wanted: list[str]) -> pa.Table:
         ) from None
 
 
+#: The CSV entries read as a missing value (its row then has no reading there): empty, and the markers spreadsheets,
+#: R and pandas write. Pinned (PyArrow's defaults as of 2026) so a library upgrade cannot change what counts as missing;
+#: any other text in a numeric column is refused with its row (docs/troubleshooting.md).
+CSV_MISSING = ("", "NA", "N/A", "n/a", "NULL", "null", "NaN", "nan", "-NaN", "-nan", "#N/A", "#N/A N/A", "#NA",
+               "-1.#IND", "-1.#QNAN", "1.#IND", "1.#QNAN")
+
+
 def _read_csv(p: Path, wanted: list[str], delimiter: str) -> pa.Table:
     try:
         raw = p.read_bytes()
@@ -210,6 +217,7 @@ def _read_csv(p: Path, wanted: list[str], delimiter: str) -> pa.Table:
     # reported by row (pyarrow's conversion errors would quote the entry itself).
     convert = pacsv.ConvertOptions(
         include_columns=wanted, column_types={c: pa.string() for c in wanted}, strings_can_be_null=True,
+        null_values=list(CSV_MISSING),
     )
     parse = pacsv.ParseOptions(delimiter=delimiter)
     try:

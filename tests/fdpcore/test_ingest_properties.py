@@ -308,6 +308,19 @@ def test_numeric_text_and_missing_entries_are_read(tmp_path: Path) -> None:
     assert tb.values[0] == math.inf and math.isnan(tb.values[1]) and math.isnan(tb.values[2])
 
 
+def test_the_documented_missing_markers_are_missing_and_other_text_is_refused_with_its_row(tmp_path: Path) -> None:
+    from fdpcore.io.tables import CSV_MISSING
+
+    path = tmp_path / "x.csv"
+    path.write_text("unit,t,v\n" + "".join(f"7,{i},{m}\n" for i, m in enumerate(CSV_MISSING)) + "7,99,2\n")
+    tb = read_long_table(path, "csv", unit_column="unit", time_column="t", value_column="v")
+    assert np.isnan(tb.values[:-1]).all() and tb.values[-1] == 2.0  # trial L: n/a, NA, NULL, #N/A, nan ... missing
+    for other in ("?", "-", "None", "."):
+        path.write_text(f"unit,t,v\n7,0,1\n7,1,{other}\n")
+        with pytest.raises(DataError, match="'v'"):
+            read_long_table(path, "csv", unit_column="unit", time_column="t", value_column="v")
+
+
 def test_mixed_type_units_are_distinct_and_deterministic() -> None:
     u = np.array([1, "1", 1, "1"], dtype=object)
     t = np.array([0.0, 0.0, 1.0, 1.0])
