@@ -237,6 +237,7 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
         "config": str(path), "summary": config.summary, "dataset_id": ds.id, "n": n,
         "coefficient_names": config.coefficient_names() if config.summary == "fosr" else None,
         "privacy_unit": ds.privacy_unit, "config_epsilon": config.privacy.epsilon,
+        "time_column": getattr(ds, "time_column", None),
         "value_scale": getattr(ds, "value_scale", None), "value_offset": getattr(ds, "value_offset", None),
         "tau": getattr(getattr(config, "clipping", None), "tau", None),
         "budget": budget, "rows": rows, "warnings": warnings, "assumptions": assumptions,
@@ -307,6 +308,13 @@ def print_plan(report: dict[str, Any]) -> None:
         print(f"  with bias: sqrt(E L2 error^2 + smoothing bias^2) for {target} (the risk_prior assumption; the real "
               "bias depends on the unknown data, and clipping below the largest record adds its own): what the tuning "
               "minimises, so it falls as epsilon grows even where the noise alone does not")
+    resolved = [(r["epsilon"], r["resolution"]) for r in report["rows"] if r.get("resolution") is not None]
+    if resolved:
+        unit = report.get("time_column") or "time"
+        print("  resolution: the shortest feature (one peak or dip, half a cycle) the release keeps at least half of, "
+              f"in {unit}'s units: " + ", ".join(f"{x:.3g} at epsilon {e:g}" for e, x in resolved)
+              + " — narrower ones are smoothed away whatever the data (a public consequence of the kernel's length "
+              "scale and epsilon, docs/configuration.md, \"The kernel\"); 'with bias' assumes a mean without them")
     bought: dict[str, list[str]] = {}
     for r in report["rows"]:
         for b in r.get("bought") or ():

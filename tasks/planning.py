@@ -41,7 +41,7 @@ __all__ = [
     "count_config_units", "count_units_of_file", "covariance_centering_check", "covariance_plan", "curve_error_text",
     "end_gap", "erm_plan", "expected_l2_error", "fosr_balanced_t1", "fosr_coefficients_balanced", "fosr_plan", "fpca_plan", "grid_ends", "kde_plan", "least_epsilon",
     "mean_plan", "mean_public_choices", "noise_band", "point_axes", "point_error_text", "point_value_units",
-    "public_choices", "public_reference", "release_grid", "tau_public_choices", "tau_search_range", "unaligned_contribution",
+    "public_choices", "public_reference", "release_grid", "resolution", "tau_public_choices", "tau_search_range", "unaligned_contribution",
 ]
 
 #: Level of the published pointwise noise band.
@@ -641,6 +641,8 @@ class Accuracy:
             over the candidates; the release's is one of them (``None`` for a fixed tuning). KDE ``bandwidth: auto``:
             the noise at the widest and at the narrowest candidate bandwidth, with the epsilon its split leaves (the
             row's own error is at the ``normal_reference`` bandwidth; the release's is between the two).
+        resolution: mean (ICLP-QR, GP): the shortest feature the release keeps, in source time units
+            (:func:`resolution`): shorter peaks, dips or cycles are mostly smoothed away (``None`` elsewhere).
         expected_energy_shortfall: FPCA: the noise part of the expected captured-energy shortfall per record
             (source units squared, :func:`fdpcore.summaries.fpca.fpca_energy_shortfall`); ``relative_error`` is
             then this over ``tau^2``.
@@ -666,6 +668,7 @@ class Accuracy:
     expected_l2_error_range: tuple[float, float] | None = None
     expected_energy_shortfall: float | None = None
     relative_note: str | None = None
+    resolution: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON form."""
@@ -842,7 +845,7 @@ def accuracy(config: Any, plan: Any, n: int, *, band: bool = True) -> Accuracy:
         bought=[{"name": c.name, "epsilon": c.epsilon, "quantile_level": c.alpha, "candidates": [c.candidates[0],
                  c.candidates[-1]], "formula": c.formula_id, "a_priori": c.a_priori}
                 for c in getattr(plan, "public_choices", ())] or None,
-        expected_energy_shortfall=shortfall,
+        expected_energy_shortfall=shortfall, resolution=resolution(config, plan),
     )
     span = _kde_auto_range(config, plan) if s == "kde" else None
     if span is None:
@@ -853,6 +856,28 @@ def accuracy(config: Any, plan: Any, n: int, *, band: bool = True) -> Accuracy:
         f"epsilon its split leaves; the release's bandwidth is one of the public candidates "
         f"[{plan.public_choices[0].candidates[0]:.4g}, {plan.public_choices[0].candidates[-1]:.4g}], and its noise lies "
         "between that of the widest and of the narrowest candidate (expected_l2_error_range)"))
+
+
+def resolution(config: Any, plan: Any) -> float | None:
+    """The shortest feature a mean release keeps, in source time units: ``|time_domain| / L`` (public inputs only).
+
+    The ICLP-QR and GP means shrink kernel component ``l`` (eigenvalue ``lambda_l``, decreasing) by
+    ``s_l = lambda_l^eta / (lambda_l^eta + psi)`` (MATH.md §4.2); ``L`` counts the components kept at least half
+    (``s_l >= 1/2``). Component ``l`` of a Matérn or Gaussian kernel has about ``l - 1`` sign changes on the domain, so
+    its half-period, the width of one peak or dip, is about ``|T| / l``: a feature narrower than ``|T| / L`` (a short
+    peak, a fast cycle) is mostly smoothed away, whatever the data. It follows the kernel's length scale and epsilon
+    (through ``psi``). ``None`` for other summaries and estimators.
+    """
+    if config.summary != "mean" or getattr(plan, "estimator", None) not in ("iclp_qr", "gp"):
+        return None
+    eta, psi = getattr(plan, "eta", None), getattr(plan, "psi", None)
+    if eta is None or psi is None:
+        return None
+    from fdpcore.summaries.mean import iclp_qr_shrinkage
+
+    kept = int(np.count_nonzero(iclp_qr_shrinkage(plan.basis.eigenvalues, eta, psi) >= 0.5))
+    a, b = config.dataset.time_domain
+    return float(b - a) / max(kept, 1)
 
 
 def count_units_of_file(path: Path, fmt: str, unit_column: str, columns: list[str], csv_delimiter: str = ",") -> int:

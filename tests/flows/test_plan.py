@@ -466,3 +466,37 @@ def test_rows_where_tau_falls_back_to_the_a_priori_bound_are_marked(tmp_path: Pa
     assert any(ln.split()[:1] == ["0.5*"] for ln in lines) and any(ln.split()[:1] == ["2"] for ln in lines)
     note = next(ln for ln in lines if ln.strip().startswith("tau at epsilon 0.5:"))
     assert "rows marked * are on that footing" in note and "times the tau they release" in note
+
+
+def test_the_resolution_is_the_domain_over_the_components_kept_at_least_half_and_printed(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Trial L (H1): a mean's period-3 cycle over 1,460 readings came out flat with an 11 % stated error; the plan
+    now states the shortest feature the release keeps (|time_domain| / L, L = components kept at least half)."""
+    import yaml
+    from fdp.flows.config import load_config
+    from fdp.tasks.planning import mean_plan, resolution
+
+    from fdpcore.summaries.mean import iclp_qr_shrinkage
+
+    example = REPO / "examples" / "electricity_mean.yaml"
+    cfg = write_config(tmp_path, example)
+    config = load_config(cfg)
+    a, b = config.dataset.time_domain
+    got = []
+    for eps in (0.5, 2.0):
+        plan = mean_plan(config.model_copy(update={"privacy": config.privacy.model_copy(update={"epsilon": eps})}), 508)
+        kept = int(np.sum(iclp_qr_shrinkage(plan.basis.eigenvalues, plan.eta, plan.psi) >= 0.5))
+        assert 1 <= kept < plan.basis.eigenvalues.size
+        assert resolution(config, plan) == pytest.approx((b - a) / kept)
+        got.append(resolution(config, plan))
+    assert got[1] < got[0]  # more epsilon, less smoothing: finer features kept
+    raw = yaml.safe_load(cfg.read_text())
+    raw["kernel"]["rho"] = 0.02  # a shorter length scale keeps more components
+    short = tmp_path / "short.yaml"
+    short.write_text(yaml.safe_dump(raw))
+    assert resolution(load_config(short), mean_plan(load_config(short), 508)) < resolution(config, mean_plan(config, 508))
+    report = _plan_json(capsys, str(cfg), "--epsilon", "1")
+    assert report["rows"][0]["resolution"] == pytest.approx(resolution(config, mean_plan(config, 508)))
+    assert main(["plan", str(cfg), "--epsilon", "1"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("  resolution: "))
+    assert f"{report['rows'][0]['resolution']:.3g} at epsilon 1 " in line and "half_hour's units" in line
