@@ -237,7 +237,7 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
         "config": str(path), "summary": config.summary, "dataset_id": ds.id, "n": n,
         "coefficient_names": config.coefficient_names() if config.summary == "fosr" else None,
         "privacy_unit": ds.privacy_unit, "config_epsilon": config.privacy.epsilon,
-        "time_column": getattr(ds, "time_column", None),
+        "time_column": getattr(ds, "time_column", None), "value_column": getattr(ds, "value_column", None),
         "value_scale": getattr(ds, "value_scale", None), "value_offset": getattr(ds, "value_offset", None),
         "tau": getattr(getattr(config, "clipping", None), "tau", None),
         "budget": budget, "rows": rows, "warnings": warnings, "assumptions": assumptions,

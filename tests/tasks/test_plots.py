@@ -177,3 +177,11 @@ def test_the_plan_plot_of_tau_auto_says_where_its_errors_are_priced_and_keeps_th
     # a fixed tau: no such subtitle
     fixed = {**_auto_plan_report(), "tau": 1.0}
     assert "priced at" not in title_of(error_vs_epsilon_png(fixed))
+
+
+def test_the_plan_plots_y_axis_names_the_value_column_and_its_units() -> None:
+    """Trial L: the plan PNG's y axis read only "source units"; the release plots name the column."""
+    assert "y: emp (source units)" in labels_of(error_vs_epsilon_png({**_auto_plan_report(), "value_column": "emp"}))
+    assert "y: emp squared (source units squared)" in labels_of(
+        error_vs_epsilon_png({**_auto_plan_report(0.5, "covariance"), "value_column": "emp"}))
+    assert "y: source units" in labels_of(error_vs_epsilon_png(_auto_plan_report()))  # a report without the column
