@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
@@ -100,8 +101,17 @@ def count_units(path: str | Path, fmt: str, unit_column: str, csv_delimiter: str
     if not p.is_file():
         raise DataError(f"dataset.path: file {str(p)!r} does not exist or is not a file; check the path "
                         "(relative paths are resolved against the config file)")
-    table = read_unit_columns(p, fmt, unit_column, list(columns or []), csv_delimiter)  # missing columns are named
-    return unit_count(_ids(table.column(unit_column), p.name, unit_column, "privacy-unit id"))
+    named = list(columns or [])
+    if fmt == "parquet":  # the other columns' names from the schema: only the ids are read (a streaming engine's n)
+        try:
+            _check_columns(list(pq.read_schema(p).names), [unit_column, *named], p.name)
+        except (pa.ArrowException, OSError):
+            pass  # not a Parquet file: read_unit_columns says so
+        named = []
+    table = read_unit_columns(p, fmt, unit_column, named, csv_delimiter)  # missing columns are named
+    col = table.column(unit_column)
+    _missing_ids(col, p.name, unit_column, "privacy-unit id")
+    return unit_count(pc.unique(col).to_numpy(zero_copy_only=False))  # distinct in Arrow first: no row-long copies
 
 
 def unit_count(units: AnyArray) -> int:
@@ -262,7 +272,8 @@ def _check_id_type(table: pa.Table, fname: str, name: str, what: str) -> None:
         raise DataError(f"{fname}: column {name!r} has type {t}; a {what} must be a single integer or string")
 
 
-def _ids(col: pa.ChunkedArray, fname: str, name: str, what: str) -> AnyArray:
+def _missing_ids(col: pa.ChunkedArray, fname: str, name: str, what: str) -> None:
+    """Refuse a missing id (null, or NaN in a float column), naming its row."""
     if col.null_count:
         row = int(np.flatnonzero(col.is_null(nan_is_null=True).to_numpy(zero_copy_only=False))[0])
         raise DataError(f"{fname}: column {name!r} has a missing {what} at row {row + 1}; every row needs one")
@@ -271,6 +282,10 @@ def _ids(col: pa.ChunkedArray, fname: str, name: str, what: str) -> AnyArray:
         if nan.any():
             row = int(np.flatnonzero(nan)[0])
             raise DataError(f"{fname}: column {name!r} has a missing {what} at row {row + 1}; every row needs one")
+
+
+def _ids(col: pa.ChunkedArray, fname: str, name: str, what: str) -> AnyArray:
+    _missing_ids(col, fname, name, what)
     out: AnyArray = col.to_pandas().to_numpy()
     return out
 
