@@ -397,11 +397,7 @@ def _release(config_path: Path, out: str | None, ledger_url: str | None, release
         raise ReleaseFailure(f"stopped by {signal_name(code - 128)} before anything was charged. Run again", code) from None
     try:
         with interrupts(lambda signum: _next_step(url, rid)):
-            code = _run_release(config, config_path, out_dir, url, rid, period)
-        if code == EXIT_OK:  # published: a signal during the shutdown that follows changes nothing recorded
-            finish_quietly(lambda signum: f"fdp: note: {signal_name(signum)} after release {rid} was published: the "
-                           "release is complete (the ledger holds it as published, charged once); finishing shutdown")
-        return code
+            return _run_release(config, config_path, out_dir, url, rid, period)
     except BaseException as exc:
         code = exit_code(exc)
         if code is None:
@@ -485,6 +481,9 @@ def _run_release(config: Any, config_path: Path, out_dir: Path, url: str, rid: s
             if other_run == "published" and attempt == 0:
                 continue  # the other run published it: this run writes the files from the ledger, charging nothing
             raise _explain_failure(exc, ledger, rid, before, other_run, out_dir=out_dir) from exc
+    # published and its files written: a signal from here on changes nothing recorded (noted once, exit 0)
+    finish_quietly(lambda signum: f"fdp: note: {signal_name(signum)} after release {rid} was published: the "
+                   "release is complete (the ledger holds it as published, charged once); finishing shutdown")
     waited = take_rewritten(rid)
     rewritten = waited is not None or other_run == "published"
     if waited or other_run == "published":

@@ -62,8 +62,24 @@ def signal_name(signum: int) -> str:
     return "SIGINT (Ctrl-C)" if signum == signal.SIGINT else signal.Signals(signum).name
 
 
+#: Set by :func:`finish_quietly`: once a release is complete, a signal is noted (once) instead of raised.
+_QUIET: list[Callable[[int], str]] = []
+_NOTED: list[int] = []
+
+
 def _raise(signum: int, frame: FrameType | None) -> None:
+    if _QUIET:
+        _note(signum)
+        return
     raise Interrupted(signum)
+
+
+def _note(signum: int) -> None:
+    if not _NOTED:
+        _NOTED.append(signum)
+        with contextlib.suppress(Exception):
+            sys.stderr.write(_QUIET[0](signum) + "\n")
+            sys.stderr.flush()
 
 
 def _handled() -> tuple[signal.Signals, ...]:
@@ -73,6 +89,8 @@ def _handled() -> tuple[signal.Signals, ...]:
 
 def stop_on_signals() -> None:
     """From now on SIGINT and SIGTERM raise :class:`Interrupted` in the main thread (a signal ignored at start stays ignored)."""
+    _QUIET.clear()
+    _NOTED.clear()
     for s in _handled():
         signal.signal(s, _raise)
 
@@ -83,18 +101,13 @@ def finish_quietly(note: Callable[[int], str]) -> None:
     What is left (closing the temporary Prefect server, the interpreter's exit) changes nothing recorded, so a signal
     then must neither kill the process silently with 143 nor raise in an ``atexit`` callback (trial J, L1): the
     release is complete and the process exits 0 once its shutdown is done. A signal ignored at start stays ignored.
+    Every handler of this module then notes instead of raising, so a release block (:func:`interrupts`) that
+    restores its predecessor's handler on the way out cannot turn a signal back into 143 (trial L's CI race: a
+    SIGTERM right after the summary, before the block ended).
     """
-    said: list[int] = []
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        if not said:
-            said.append(signum)
-            with contextlib.suppress(Exception):
-                sys.stderr.write(note(signum) + "\n")
-                sys.stderr.flush()
-
+    _QUIET[:] = [note]
     for s in _handled():
-        signal.signal(s, handler)
+        signal.signal(s, _raise)
 
 
 @contextlib.contextmanager
@@ -106,6 +119,8 @@ def interrupts(advice: Callable[[int], str]) -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    _QUIET.clear()  # a new release: signals raise again until it completes
+    _NOTED.clear()
     reader, writer = socket.socketpair()
     writer.setblocking(False)
     done = threading.Event()
@@ -122,7 +137,7 @@ def interrupts(advice: Callable[[int], str]) -> Iterator[None]:
             if not data:
                 return  # the block ended
             signum = data[0]
-        if done.wait(GRACE_SECONDS):
+        if done.wait(GRACE_SECONDS) or _QUIET:  # ended, or the release completed meanwhile (noted, not killed)
             return
         with contextlib.suppress(Exception):
             sys.stderr.write(f"fdp: error: stopped by {signal.Signals(signum).name}\n{advice(signum)}\n")
