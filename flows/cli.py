@@ -17,6 +17,7 @@ import re
 import sqlite3
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from datetime import UTC, datetime
@@ -893,7 +894,13 @@ def _serve(configs: list[str], cron: str, ledger_url: str | None, out_root: str,
     _check_prefect_api(serving=True)
     _check_series_deployments(served, url)  # before the ledger is opened: a refusal changes nothing
     _check_series_in_ledger(served, url)
-    from fdp.flows.scheduled import MISSED_HEARTBEATS, ensure_failure_automations, heartbeat_seconds, scheduled_release
+    from fdp.flows.scheduled import (
+        MISSED_HEARTBEATS,
+        announce_scheduled_runs,
+        ensure_failure_automations,
+        heartbeat_seconds,
+        scheduled_release,
+    )
     from prefect import serve
     from prefect.deployments.runner import EntrypointType
 
@@ -911,12 +918,20 @@ def _serve(configs: list[str], cron: str, ledger_url: str | None, out_root: str,
                         f"release ids {series}-<YYYY-MM>",
             tags=["fdp", config.summary, f"dataset:{config.dataset.id}", _serve_owner_tag()],
         ))
+    ids = []
     for series, deployment in zip(served, deployments, strict=True):  # registered first: the automations name its id
-        ensure_failure_automations(series, deployment.apply(), heartbeat=heartbeat, notify_url=notify_url)
+        ids.append(deployment.apply())
+        ensure_failure_automations(series, ids[-1], heartbeat=heartbeat, notify_url=notify_url)
+    stop = threading.Event()  # the scheduler's runs are announced as soon as it creates them (flows/scheduled.py)
+    threading.Thread(target=announce_scheduled_runs, args=(ids, stop), name="fdp-announce-scheduled",
+                     daemon=True).start()
     names = ", ".join(f"scheduled-release/{s}" for s in served)
     print(f"serving {len(deployments)} scheduled release series on {cron!r} (UTC; first run {first_run:%Y-%m-%d %H:%M} "
           f"UTC): {names}; ledger {url}; runs silent for {MISSED_HEARTBEATS * heartbeat} s are set Crashed", flush=True)
-    serve(*deployments, print_starting_message=False, heartbeat_seconds=heartbeat)
+    try:
+        serve(*deployments, print_starting_message=False, heartbeat_seconds=heartbeat)
+    finally:
+        stop.set()
     return EXIT_OK
 
 

@@ -74,7 +74,7 @@ from fdpcore.ledger import (
 )
 
 __all__ = ["BUDGET_STEP", "CONFIG_STEP", "DEFAULT_CRON", "LIVE_STEP", "MISSED_HEARTBEATS", "NEXT_STEP", "already_notified",
-           "announce_scheduled_state",
+           "announce_scheduled_runs", "announce_scheduled_state",
            "crash_message_template", "ensure_failure_automations", "failure_automations", "failure_message",
            "forget_notified", "heartbeat_seconds", "notify_failure", "release_calendar", "scheduled_release", "scheduled_run_name"]
 
@@ -250,40 +250,88 @@ def announce_scheduled_state() -> bool:
     came within 5 minutes; its automations then hold an event until they have seen the one it follows, for up to
     15 minutes. A run created by the scheduler (``auto_scheduled``: a cron tick) starts from a *Scheduled* state
     inserted with no event, so its *Pending*, *Running* and terminal events were all held that long: a crash
-    was notified about 15 minutes late (and a Completed run tripped the no-heartbeat automation). This emits
-    ``prefect.flow-run.Scheduled`` with that state's id and timestamp, which releases the held events; it carries
-    the run's name and state only (no data). A run started by hand already has the event and is left alone.
-    Never fails the run: a server that cannot be asked is logged as a warning.
+    was notified about 15 minutes late (and a Completed run tripped the no-heartbeat automation). ``fdp serve``
+    announces its runs as soon as the scheduler creates them (:func:`announce_scheduled_runs`); the run repeats it
+    first thing (:func:`_announce`: the same event id, stored once), for a run started before ``fdp serve`` saw it.
+    A run started by hand already has the event and is left alone. Never fails the run: a server that cannot be
+    asked is logged as a warning.
     """
     from uuid import UUID
 
     from prefect.client.orchestration import get_client
-    from prefect.events import emit_event
-    from prefect.events.worker import EventsWorker
 
     run_id = flow_run.id
     if run_id is None:
         return False
     try:
         with get_client(sync_client=True) as client:
-            run = client.read_flow_run(UUID(str(run_id)))
-            if not run.auto_scheduled:
-                return False
-            states = [st for st in client.read_flow_run_states(run.id) if st.type.value == "SCHEDULED"]
-        if not states:
-            return False
-        first = min(states, key=lambda st: st.timestamp)
-        related = [{"prefect.resource.id": f"prefect.deployment.{run.deployment_id}",
-                    "prefect.resource.role": "deployment"}] if run.deployment_id else []
-        emit_event(event="prefect.flow-run.Scheduled", id=first.id, occurred=first.timestamp, related=related,
-                   resource={"prefect.resource.id": f"prefect.flow-run.{run.id}", "prefect.resource.name": run.name,
-                             "prefect.state-name": first.name or "Scheduled", "prefect.state-type": "SCHEDULED"})
-        EventsWorker.instance().wait_until_empty()  # sent before the release starts: a crash may follow at once
-        return True
+            return _announce(client, client.read_flow_run(UUID(str(run_id)))) is not None
     except Exception as exc:  # noqa: BLE001 - bookkeeping in the orchestrator never undoes a release
         get_run_logger().warning("could not announce the scheduled state of this run (%s): a crash of it may be "
                                  "notified up to 15 minutes late", type(exc).__name__)
         return False
+
+
+def _announce(client: Any, run: Any) -> Any | None:
+    """Emit ``prefect.flow-run.Scheduled`` for a scheduler-created ``run`` with its first Scheduled state's id and time.
+
+    Returns that state's id (``None`` for a run started by hand, or one without a Scheduled state). The event carries
+    the run's name and state only (no data); it is sent before this returns.
+    """
+    from prefect.events import emit_event
+    from prefect.events.worker import EventsWorker
+
+    if not run.auto_scheduled:
+        return None
+    states = [st for st in client.read_flow_run_states(run.id) if st.type.value == "SCHEDULED"]
+    if not states:
+        return None
+    first = min(states, key=lambda st: st.timestamp)
+    related = [{"prefect.resource.id": f"prefect.deployment.{run.deployment_id}",
+                "prefect.resource.role": "deployment"}] if run.deployment_id else []
+    emit_event(event="prefect.flow-run.Scheduled", id=first.id, occurred=first.timestamp, related=related,
+               resource={"prefect.resource.id": f"prefect.flow-run.{run.id}", "prefect.resource.name": run.name,
+                         "prefect.state-name": first.name or "Scheduled", "prefect.state-type": "SCHEDULED"})
+    EventsWorker.instance().wait_until_empty()  # sent now: a crash of the run may follow at once
+    return first.id
+
+
+#: Seconds between two looks of ``fdp serve`` for runs the scheduler created (:func:`announce_scheduled_runs`).
+ANNOUNCE_SECONDS = 10.0
+
+
+def announce_scheduled_runs(deployment_ids: list[Any], stop: Any, every: float = ANNOUNCE_SECONDS) -> None:
+    """In ``fdp serve``: announce each scheduler-created run of the served deployments while it is still *Scheduled*.
+
+    Until ``stop`` (a ``threading.Event``) is set, every ``every`` seconds (:func:`_announce`), so a run's later state
+    events — a crash included — reach the automations at once, however soon after its start the run dies. Errors are
+    logged and the loop goes on (the run announces itself too).
+    """
+    import logging
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import (
+        DeploymentFilter,
+        DeploymentFilterId,
+        FlowRunFilter,
+        FlowRunFilterState,
+        FlowRunFilterStateType,
+    )
+    from prefect.client.schemas.objects import StateType
+
+    done: set[Any] = set()
+    scheduled = FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.SCHEDULED])))
+    while not stop.is_set():
+        try:
+            with get_client(sync_client=True) as client:
+                for run in client.read_flow_runs(
+                        deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=list(deployment_ids))),
+                        flow_run_filter=scheduled):
+                    if run.id not in done and _announce(client, run) is not None:
+                        done.add(run.id)
+        except Exception as exc:  # noqa: BLE001 - the server may be restarting: try again at the next look
+            logging.getLogger("fdp").debug("could not announce scheduled runs (%s)", type(exc).__name__)
+        stop.wait(every)
 
 
 def _budget_cause(cause: str) -> str | None:
