@@ -259,13 +259,16 @@ def announce_scheduled_state() -> bool:
     from uuid import UUID
 
     from prefect.client.orchestration import get_client
+    from prefect.events.worker import EventsWorker
 
     run_id = flow_run.id
     if run_id is None:
         return False
     try:
         with get_client(sync_client=True) as client:
-            return _announce(client, client.read_flow_run(UUID(str(run_id)))) is not None
+            announced = _announce(client, client.read_flow_run(UUID(str(run_id)))) is not None
+        EventsWorker.instance().wait_until_empty()  # sent now: a crash of the run may follow at once
+        return announced
     except Exception as exc:  # noqa: BLE001 - bookkeeping in the orchestrator never undoes a release
         get_run_logger().warning("could not announce the scheduled state of this run (%s): a crash of it may be "
                                  "notified up to 15 minutes late", type(exc).__name__)
@@ -276,10 +279,9 @@ def _announce(client: Any, run: Any) -> Any | None:
     """Emit ``prefect.flow-run.Scheduled`` for a scheduler-created ``run`` with its first Scheduled state's id and time.
 
     Returns that state's id (``None`` for a run started by hand, or one without a Scheduled state). The event carries
-    the run's name and state only (no data); it is sent before this returns.
+    the run's name and state only (no data); the caller waits for the events client to send it.
     """
     from prefect.events import emit_event
-    from prefect.events.worker import EventsWorker
 
     if not run.auto_scheduled:
         return None
@@ -292,7 +294,6 @@ def _announce(client: Any, run: Any) -> Any | None:
     emit_event(event="prefect.flow-run.Scheduled", id=first.id, occurred=first.timestamp, related=related,
                resource={"prefect.resource.id": f"prefect.flow-run.{run.id}", "prefect.resource.name": run.name,
                          "prefect.state-name": first.name or "Scheduled", "prefect.state-type": "SCHEDULED"})
-    EventsWorker.instance().wait_until_empty()  # sent now: a crash of the run may follow at once
     return first.id
 
 
@@ -318,6 +319,7 @@ def announce_scheduled_runs(deployment_ids: list[Any], stop: Any, every: float =
         FlowRunFilterStateType,
     )
     from prefect.client.schemas.objects import StateType
+    from prefect.events.worker import EventsWorker
 
     done: set[Any] = set()
     scheduled = FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.SCHEDULED])))
@@ -329,6 +331,7 @@ def announce_scheduled_runs(deployment_ids: list[Any], stop: Any, every: float =
                         flow_run_filter=scheduled):
                     if run.id not in done and _announce(client, run) is not None:
                         done.add(run.id)
+            EventsWorker.instance().wait_until_empty()  # one flush per look, not per run
         except Exception as exc:  # noqa: BLE001 - the server may be restarting: try again at the next look
             logging.getLogger("fdp").debug("could not announce scheduled runs (%s)", type(exc).__name__)
         stop.wait(every)

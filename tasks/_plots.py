@@ -186,11 +186,10 @@ def error_vs_epsilon_png(report: Mapping[str, Any]) -> bytes:
         ax.text(0.5, 0.5, "no closed-form error for this summary\n(see `fdp plan` text)", ha="center", va="center",
                 transform=ax.transAxes)
     ax.set_xlabel("epsilon of the release")
-    column = report.get("value_column")
     squared = fpca or report["summary"] == "covariance"
-    ax.set_ylabel(f"{column}{' squared' if squared else ''} ({'source units squared' if squared else 'source units'})"
-                  if column and report["summary"] in ("mean", "covariance", "fosr", "fpca") else
-                  "source units squared" if squared else "source units")
+    units = "source units squared" if squared else "source units"
+    column = report.get("value_column") if report["summary"] in ("mean", "covariance", "fosr", "fpca") else None
+    ax.set_ylabel(f"{column}{' squared' if squared else ''} ({units})" if column else units)
     title = f"fdp plan: {report['summary']} of {report['dataset_id']} (n = {report['n']}); nothing charged"
     ax.set_title(title if subtitle is None else f"{title}\n{subtitle}", fontsize=9)
     return _finish(plt, fig, [ax.title], legend_ax=ax)

@@ -34,7 +34,7 @@ from fdpcore.summaries.erm import plan_erm_release
 from fdpcore.summaries.fosr import given_t1, plan_fosr_release, safe_inverse_shrinkage, t2_amplification
 from fdpcore.summaries.fpca import fpca_basis, gaussian_length_scale, plan_fpca_release, reference_on_grid
 from fdpcore.summaries.kde import BandwidthChoice, plan_kde_release
-from fdpcore.summaries.mean import auto_public_choices, candidate_plans, plan_mean_release
+from fdpcore.summaries.mean import auto_public_choices, candidate_plans, iclp_qr_shrinkage, plan_mean_release
 
 __all__ = [
     "Accuracy", "BAND_LEVEL", "accuracy", "alignment_requirement", "alignment_rule", "auto_options", "build_plan",
@@ -873,8 +873,6 @@ def resolution(config: Any, plan: Any) -> float | None:
     eta, psi = getattr(plan, "eta", None), getattr(plan, "psi", None)
     if eta is None or psi is None:
         return None
-    from fdpcore.summaries.mean import iclp_qr_shrinkage
-
     kept = int(np.count_nonzero(iclp_qr_shrinkage(plan.basis.eigenvalues, eta, psi) >= 0.5))
     a, b = config.dataset.time_domain
     return float(b - a) / max(kept, 1)
