@@ -32,7 +32,8 @@ automations (:func:`ensure_failure_automations`), so they act even when no fdp p
 A run the server's *scheduler* created (a cron tick) would be told about 15 minutes late: Prefect's scheduler
 writes such runs with no *Scheduled* event, and the server holds every later state event of a run until it has
 seen the one it follows (for up to 15 minutes), so the automations saw the run's *Crashed* (and *Completed*)
-event that late. The run announces its own *Scheduled* state first (:func:`announce_scheduled_state`).
+event that late. ``fdp serve`` announces the runs of its series (:func:`announce_scheduled_runs`), whatever their
+state, and each run announces its own *Scheduled* state first (:func:`announce_scheduled_state`).
 
 A run that ends *Failed* is still alive to say more: its state hook (:func:`notify_failure`) reads the
 ledger when it sends and tells the webhook the ledger state and the month's budget with the next step
@@ -52,7 +53,7 @@ import hashlib
 import json
 import math
 import os
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -160,8 +161,6 @@ def failure_automations(series: str, deployment_id: Any, *, heartbeat: int,
     :data:`MISSED_HEARTBEATS` heartbeats; ``fdp: <series> crashed`` (only with a notification block)
     sends the block :func:`crash_message_template` when a run of the deployment becomes Crashed.
     """
-    from datetime import timedelta
-
     from prefect.automations import Automation, EventTrigger, Posture
     from prefect.client.schemas.objects import StateType
     from prefect.events.actions import ChangeFlowRunState, SendNotification
@@ -298,15 +297,24 @@ def _announce(client: Any, run: Any) -> Any | None:
 
 
 #: Seconds between two looks of ``fdp serve`` for runs the scheduler created (:func:`announce_scheduled_runs`).
-ANNOUNCE_SECONDS = 10.0
+ANNOUNCE_SECONDS = 5.0
+
+#: The runs ``fdp serve`` announces are expected to start within this window around now. Back: the server holds an
+#: event whose predecessor it has not seen for 15 minutes (Prefect's ``PRECEDING_EVENT_LOOKBACK``), then evaluates it
+#: anyway. Ahead: a run's first state event waits for its *Scheduled* one only when that state is less than 5 minutes
+#: older (the server's "tight timing"), so a run starting later than that is announced in time at a later look.
+ANNOUNCE_WINDOW = (timedelta(minutes=20), timedelta(minutes=10))
 
 
 def announce_scheduled_runs(deployment_ids: list[Any], stop: Any, every: float = ANNOUNCE_SECONDS) -> None:
-    """In ``fdp serve``: announce each scheduler-created run of the served deployments while it is still *Scheduled*.
+    """In ``fdp serve``: announce each scheduler-created run of the served deployments, whatever its state.
 
-    Until ``stop`` (a ``threading.Event``) is set, every ``every`` seconds (:func:`_announce`), so a run's later state
-    events — a crash included — reach the automations at once, however soon after its start the run dies. Errors are
-    logged and the loop goes on (the run announces itself too).
+    Until ``stop`` (a ``threading.Event``) is set, every ``every`` seconds (:func:`_announce`), each run expected to
+    start within :data:`ANNOUNCE_WINDOW` of now that this process has not announced yet. A run seen while still
+    *Scheduled* has its later state events reach the automations at once; a run the runner started between two
+    looks and that died before it could announce itself (its *Crashed* event held by the server) is announced at
+    the next look, and the server then evaluates the held events in order: the crash is told within ``every``
+    seconds, not 15 minutes late. Errors are logged and the loop goes on (the run announces itself too).
     """
     import logging
 
@@ -315,22 +323,29 @@ def announce_scheduled_runs(deployment_ids: list[Any], stop: Any, every: float =
         DeploymentFilter,
         DeploymentFilterId,
         FlowRunFilter,
-        FlowRunFilterState,
-        FlowRunFilterStateType,
+        FlowRunFilterExpectedStartTime,
     )
-    from prefect.client.schemas.objects import StateType
+    from prefect.client.schemas.sorting import FlowRunSort
     from prefect.events.worker import EventsWorker
 
     done: set[Any] = set()
-    scheduled = FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.SCHEDULED])))
+    deployments = DeploymentFilter(id=DeploymentFilterId(any_=list(deployment_ids)))
     while not stop.is_set():
         try:
+            now = datetime.now(UTC)
+            near = FlowRunFilter(expected_start_time=FlowRunFilterExpectedStartTime(
+                after_=now - ANNOUNCE_WINDOW[0], before_=now + ANNOUNCE_WINDOW[1]))
             with get_client(sync_client=True) as client:
-                for run in client.read_flow_runs(
-                        deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=list(deployment_ids))),
-                        flow_run_filter=scheduled):
-                    if run.id not in done and _announce(client, run) is not None:
-                        done.add(run.id)
+                seen: set[Any] = set()
+                page: list[Any] = [None]
+                while page:  # page by page: many series on a minute cron exceed one answer of the server
+                    page = client.read_flow_runs(deployment_filter=deployments, flow_run_filter=near, offset=len(seen),
+                                                 limit=100, sort=FlowRunSort.EXPECTED_START_TIME_ASC)
+                    for run in page:
+                        seen.add(run.id)
+                        if run.id not in done and run.auto_scheduled:
+                            _announce(client, run)
+                done = seen  # a run that left the window never comes back into it
             EventsWorker.instance().wait_until_empty()  # one flush per look, not per run
         except Exception as exc:  # noqa: BLE001 - the server may be restarting: try again at the next look
             logging.getLogger("fdp").debug("could not announce scheduled runs (%s)", type(exc).__name__)

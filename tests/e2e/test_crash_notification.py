@@ -52,7 +52,7 @@ def crash(prefect_server: dict, tmp_path_factory: pytest.TempPathFactory) -> Ite
     argv = [str(BIN / "fdp"), "serve", str(root / "elec.yaml"), "--cron", "0 6 1 1 *",
             "--ledger", f"sqlite:///{root / 'ledger.sqlite'}", "--out-root", str(root / "releases"),
             "--notify", f"http://127.0.0.1:{receiver.server_port}/hook"]
-    state: dict[str, object] = {"root": root, "received": received, "procs": []}
+    state: dict[str, object] = {"root": root, "received": received, "procs": [], "notify": argv[-1]}
 
     def serve(cron: str = "0 6 1 1 *") -> subprocess.Popen:  # type: ignore[type-arg]
         proc = subprocess.Popen([*argv[:4], cron, *argv[5:]], env=env, stdout=(root / "serve.log").open("ab"), stderr=subprocess.STDOUT,
@@ -217,6 +217,46 @@ def test_a_killed_cron_started_run_is_told_within_a_minute(crash: dict) -> None:
     serve.wait()
     assert told, "no notification within 60 s of the crash of a cron-started run"
     _check_notification(crash["received"][0], f"elec-crash-{current_period()}")
+
+
+def test_a_cron_started_run_that_crashed_before_anyone_announced_it_is_told_at_the_next_look(crash: dict) -> None:
+    """The race CI hit at 747d119: the runner started a fresh tick's run between two looks of ``fdp serve`` and the
+    run was killed before its own announcement; its Crashed event was held. The next look announces it anyway."""
+    import contextvars
+    import threading
+
+    from fdp.flows.scheduled import announce_scheduled_runs, ensure_failure_automations, scheduled_release
+    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
+    from prefect.states import Crashed, Pending, Running
+
+    crash["received"].clear()
+    series = "elec-announce"
+    deployment_id = scheduled_release.to_deployment(  # registered with its automations; no runner serves it
+        name=series, cron="* * * * *", parameters={"config_path": str(crash["root"] / "elec.yaml"), "series": series}
+    ).apply()
+    ensure_failure_automations(series, deployment_id, heartbeat=HEARTBEAT, notify_url=crash["notify"])
+    of_it = DeploymentFilter(id=DeploymentFilterId(any_=[deployment_id]))
+    with get_client(sync_client=True) as client:
+        assert _wait(lambda: bool(client.read_flow_runs(deployment_filter=of_it)), 60), "the scheduler made no run"
+        run = min((r for r in client.read_flow_runs(deployment_filter=of_it) if r.auto_scheduled),
+                  key=lambda r: r.expected_start_time)
+        for state in (Pending(), Running(), Crashed(message="killed")):  # what the runner and a kill -9 write
+            client.set_flow_run_state(run.id, state, force=True)
+        time.sleep(15)
+        held = list(crash["received"])  # the scheduler wrote no Scheduled event: the server holds the rest
+        stop = threading.Event()
+        looking = threading.Thread(target=contextvars.copy_context().run,  # with the test's Prefect settings
+                                   args=(announce_scheduled_runs, [deployment_id], stop, 1.0))
+        looking.start()
+        try:
+            told = _wait(lambda: len(crash["received"]) >= 1, 60)
+        finally:
+            stop.set()
+            looking.join()
+            client.delete_deployment(deployment_id)
+    assert held == [], "the premise no longer holds: the server told the crash without the announcement"
+    assert told, "no notification within 60 s of the announcing look"
+    assert [(n["series"], n["state"]) for n in crash["received"]] == [(series, "Crashed")]
 
 
 @pytest.mark.slow  # waits out three missed heartbeats after the run: about 3 minutes
