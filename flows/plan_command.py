@@ -132,7 +132,7 @@ def _fixed_tau_alternative(config: Any, n: int, row: dict[str, Any]) -> dict[str
     for option in ("tau_share", "tau_range"):
         raw["clipping"].pop(option, None)
     fixed = SUMMARIES[config.summary].config_model.model_validate(raw)
-    fixed_row = accuracy(fixed, build_plan(fixed, n), n).as_dict()
+    fixed_row = accuracy(fixed, build_plan(fixed, n), n, band=False).as_dict()  # its errors only
     error = fixed_row.get(key)
     return None if error is None else {"tau": tau, "measure": key, "error": float(error),
                                        "noise": float(fixed_row["expected_l2_error"])}
