@@ -19,6 +19,8 @@ __all__ = ["MAX_COLUMNS", "NOISE_BAND_LABEL", "T2_BAND_LABEL", "coefficients_png
 #: The label of every pointwise noise band: it is the noise's spread around the release, never a confidence interval
 #: for the truth (clipping and smoothing bias are outside it).
 NOISE_BAND_LABEL = "noise-only 95% band (not a confidence interval)"
+#: A curve on more grid points than this is drawn without a marker per point (trial L: at K = 1,460 they made a smear).
+MAX_MARKED_POINTS = 200
 #: FoSR's band: the noise of the cross moments T2 alone (T1's noise and the inverse's amplification are outside it).
 T2_BAND_LABEL = "T2 noise band (not a confidence interval)"
 #: The PNG text key that holds a plot's legend labels (so a reader, or a test, can read them without the image).
@@ -57,19 +59,22 @@ def curves_png(
 ) -> bytes:
     """One line per released curve (and an optional band) as PNG bytes, without volatile metadata.
 
-    With three or more legend entries the legend sits under the axes, so it never covers a curve. ``styles`` overrides the line style of a named curve (e.g. a thin dashed line for a secondary curve).
+    With three or more legend entries, or one longer than 60 characters, the legend sits under the axes, so it never
+    covers a curve. ``styles`` overrides the line style of a named curve (e.g. a thin dashed line for a secondary curve).
     ``subtitle`` (a second, smaller title line) states public numbers, e.g. the release's epsilon and tau
     (:func:`privacy_subtitle`).
     """
     plt = _pyplot()
     entries = len(curves) + (band is not None)
-    below = entries > 2  # three or more entries would cover the curves: the legend goes under the axes
+    longest = max(len(label) for label in [*curves, *([band_label] if band is not None else [])])
+    below = entries > 2 or longest > 60  # three or more entries, or a long one, would cover the curves: under the axes
     fig, ax = plt.subplots(figsize=(6.0, 3.6 + (0.2 * entries + 0.3 if below else 0.0) + (0.4 if subtitle else 0.0)),
                            dpi=100)
     if band is not None:
         ax.fill_between(t, band[0], band[1], color="tab:blue", alpha=0.18, linewidth=0, label=band_label)
     for label, values in curves.items():
-        style = {"marker": "o", "markersize": 2.5, "linewidth": 1.2, **(styles or {}).get(label, {})}
+        style = {"marker": "o" if len(t) <= MAX_MARKED_POINTS else None, "markersize": 2.5, "linewidth": 1.2,
+                 **(styles or {}).get(label, {})}
         ax.plot(t, values, label=label, **style)
     if zero_line:
         ax.axhline(0.0, color="0.7", linewidth=0.8)

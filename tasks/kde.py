@@ -21,11 +21,15 @@ from fdp.tasks._settings import data_task, noise_task
 from fdp.tasks.ledger import close_release, mark_noised, period_and_budget, provenance
 from fdp.tasks.planning import expected_l2_error, kde_plan, noise_band, point_axes, point_error_text, point_value_units
 
-__all__ = ["choose_bandwidth", "load_points", "plan_kde", "point_axes", "public_point_release", "publish_kde",
-           "publish_point_release"]
 from fdpcore.errors import InternalError
 from fdpcore.io.points import read_point_table
 from fdpcore.summaries.kde import BandwidthChoice, PointPlan, choose_kde_bandwidth, draw_point_release, summarise_kde
+
+__all__ = ["choose_bandwidth", "load_points", "plan_kde", "point_axes", "public_point_release", "publish_kde",
+           "publish_point_release"]
+
+#: The 1-D density plot's band: the Parquet's band (the raw value's), clipped at 0 and renormalised as `density` was.
+DENSITY_BAND_LABEL = f"{NOISE_BAND_LABEL}, clipped and renormalised like `density`"
 
 NOISE_TEXT = {
     "laplace": ("Laplace on whitened KL coefficients (ICLP): coefficient j ~ Lap(whitened_scale * sqrt(lambda_j)), "
@@ -192,7 +196,8 @@ def _plot(release_id: str, config: Any, columns: dict[str, Any], l2_source: floa
     """The released values on the grid: a curve in 1-D, a surface in 2-D.
 
     A KDE plots its ``density`` column (the raw ``value`` clipped at 0 and renormalised, the column a reader uses);
-    in 1-D the raw value is drawn too, labelled as such, with the noise band (which is the raw value's). ERM
+    in 1-D with the raw value's noise band taken through the same post-processing (clipped at 0, divided by the
+    same normaliser), so band and curve share one scale (trial L: a raw band under a renormalised curve misread). ERM
     plots its ``value``. A 2-D surface states the noise's expected size (public, from the plan) in its subtitle.
     """
     names = list(config.dataset.coordinate_columns)
@@ -215,11 +220,11 @@ def _plot(release_id: str, config: Any, columns: dict[str, Any], l2_source: floa
         if not density:
             return curves_png(columns[names[0]], {"private value": value}, xlabel=names[0], ylabel=label, title=title,
                               band=band, subtitle=privacy)
-        raw = "raw private value (`value`, before clipping: can be negative)"
-        return curves_png(columns[names[0]], {"private density (`density`)": shown, raw: value}, xlabel=names[0],
-                          ylabel=label, title=title, band=band, band_label=f"{NOISE_BAND_LABEL} of the raw value",
-                          zero_line=True, styles={raw: {"marker": None, "linestyle": "--", "linewidth": 0.9,
-                                                        "color": "0.45"}}, subtitle=privacy)
+        positive = float(np.maximum(value, 0.0).sum())
+        scale = float(shown.sum()) / positive if positive > 0 else 1.0  # the normaliser `density` was divided by
+        band = (np.maximum(band[0], 0.0) * scale, np.maximum(band[1], 0.0) * scale)  # the raw value's, as `density`
+        return curves_png(columns[names[0]], {"private density (`density`)": shown}, xlabel=names[0], ylabel=label,
+                          title=title, band=band, band_label=DENSITY_BAND_LABEL, subtitle=privacy)
     x, y = np.unique(columns[names[0]]), np.unique(columns[names[1]])
     area = math.prod(b - a for a, b in config.dataset.domain)
     subtitle = privacy_subtitle(config.privacy.epsilon, config.privacy.delta, None,

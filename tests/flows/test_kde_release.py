@@ -12,7 +12,9 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 from fdp.tasks import _plots
-from fdp.tasks._plots import NOISE_BAND_LABEL, labels_of, legend_of, title_of
+from fdp.tasks import kde as kde_tasks
+from fdp.tasks._plots import labels_of, legend_of, title_of
+from fdp.tasks.kde import DENSITY_BAND_LABEL
 from flow_support import REPO, release, write_config
 
 from fdpcore.ledger import Ledger
@@ -27,6 +29,8 @@ def test_kde_1d_example_publishes_density_manifest_and_ledger(tmp_path: Path, mo
     plt = _plots._pyplot()
     close, figures = plt.close, []
     monkeypatch.setattr(plt, "close", figures.append)  # keep the release's figure to read what it plotted
+    drawn: list[dict] = []  # type: ignore[type-arg]
+    monkeypatch.setattr(kde_tasks, "curves_png", lambda *a, _real=kde_tasks.curves_png, **k: drawn.append(k) or _real(*a, **k))
     ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
     out = tmp_path / "out"
     assert release(_config(tmp_path, "kde_1d.yaml", grid__size=50), out, ledger, "kde-1") == 0
@@ -52,12 +56,17 @@ def test_kde_1d_example_publishes_density_manifest_and_ledger(tmp_path: Path, mo
     assert title_of(png) == ("kde-1: private density (`density` column: raw value clipped at 0, renormalised) "
                              f"ε = {eps:g}; the kernel's smoothing bias is not in the band")  # trial H, F6
     assert labels_of(png) == "x: score | y: density (per unit of score)"
-    raw = "raw private value (`value`, before clipping: can be negative)"
-    assert legend_of(png) == f"legend: {NOISE_BAND_LABEL} of the raw value | private density (`density`) | {raw}"
+    assert legend_of(png) == f"legend: {DENSITY_BAND_LABEL} | private density (`density`)"
     (fig,) = figures
     lines = {line.get_label(): line.get_ydata() for line in fig.axes[0].get_lines()}
+    assert list(lines) == ["private density (`density`)"]
     assert np.array_equal(lines["private density (`density`)"], table["density"].to_numpy())
-    assert np.array_equal(lines[raw], table["value"].to_numpy())
+    # trial L: the band is the raw value's taken through density's own post-processing, so the curve lies inside it
+    (lower, upper) = drawn[0]["band"]
+    normaliser = table["density"].sum() / table["value"].clip(lower=0).sum()
+    np.testing.assert_allclose(lower, table["band_lower"].clip(lower=0) * normaliser, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(upper, table["band_upper"].clip(lower=0) * normaliser, rtol=1e-12, atol=1e-15)
+    assert np.all((lower <= table["density"] + 1e-12) & (table["density"] <= upper + 1e-12))
     close(fig)
     entry = Ledger(ledger).get("kde-1")
     assert entry is not None and entry.state == "published" and entry.summary == "kde"

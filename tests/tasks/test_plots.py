@@ -11,7 +11,6 @@ import pytest
 from fdp.tasks import _plots
 from fdp.tasks._plots import (
     MAX_COLUMNS,
-    NOISE_BAND_LABEL,
     coefficients_png,
     curves_png,
     error_vs_epsilon_png,
@@ -21,6 +20,7 @@ from fdp.tasks._plots import (
     surface_png,
     title_of,
 )
+from fdp.tasks.kde import DENSITY_BAND_LABEL
 from PIL import Image
 
 LONG_ID = "meats-mean-e1-a-release-id-of-forty-chars"
@@ -74,9 +74,8 @@ PLOTS: dict[str, Callable[[], bytes]] = {
         title=f"{LONG_ID}: released curve and its noise-only 95% band (not a confidence interval)",
         subtitle="ε = 0.25, δ = 1e-06, τ = 0.1122 (rescaled units, DP-bought); clipping and smoothing bias not in the band"),
     "kde": lambda: curves_png(
-        T, {"private density (`density`)": np.abs(np.sin(T)), "raw private value (`value`, before clipping: can be "
-            "negative)": np.sin(T)}, xlabel="area_k_sqmi", ylabel="density (per unit of area_k_sqmi)",
-        band=_band(np.sin(T)), band_label=f"{NOISE_BAND_LABEL} of the raw value",
+        T, {"private density (`density`)": np.abs(np.sin(T))}, xlabel="area_k_sqmi",
+        ylabel="density (per unit of area_k_sqmi)", band=_band(np.abs(np.sin(T))), band_label=DENSITY_BAND_LABEL,
         title=f"{LONG_ID}: private density (the `density` column: the raw private value clipped at 0 and "
               "renormalised to unit mass)"),
     "covariance": lambda: surface_png(
@@ -118,6 +117,23 @@ def test_every_title_legend_and_label_lies_inside_the_figure(name: str, figures:
     (fig,) = figures
     assert texts_outside(fig) == []
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_long_legend_entry_goes_under_the_axes_and_fits(figures: list[Any]) -> None:
+    """Trial L: the KDE's one long band label inside the axes squeezed them (tight layout could not fit it)."""
+    curves_png(T, {"m": T}, xlabel="t", ylabel="y", title="t", band=_band(T), band_label=DENSITY_BAND_LABEL)
+    (fig,) = figures
+    legend = fig.axes[0].get_legend()
+    assert legend.get_bbox_to_anchor().y1 < fig.axes[0].get_window_extent().y0  # under the axes
+    assert texts_outside(fig) == []
+
+
+def test_markers_only_where_the_points_can_be_told_apart(figures: list[Any]) -> None:
+    """Trial L: a mean at K = 1,460 drew a marker on every point, a smear; a short grid keeps its markers."""
+    many = np.linspace(0.0, 1.0, _plots.MAX_MARKED_POINTS + 1)
+    curves_png(many, {"m": many}, xlabel="t", ylabel="y", title="t")
+    curves_png(T, {"m": T}, xlabel="t", ylabel="y", title="t")
+    assert [fig.axes[0].get_lines()[0].get_marker() for fig in figures] == ["None", "o"]
 
 
 def test_a_long_title_is_wrapped_not_cut_and_stored_whole(figures: list[Any]) -> None:
