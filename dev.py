@@ -2,7 +2,8 @@
 """Set up fdp's virtual environment and run it: the Quick-start commands and the results report.
 
     python3 dev.py demo            # set up .venv (first time) and run a demo release
-    python3 dev.py test [ARGS]     # set up .venv (first time) and run the whole test suite
+    python3 dev.py test [ARGS]     # set up .venv (first time) and run the whole test suite (as root on
+                                   # Debian it first installs the postgresql and chromium packages, if missing)
     python3 dev.py results [ARGS]  # set up .venv (first time) and regenerate docs/results.md
                                    # (python -m experiments.report ARGS, e.g. --reps 100 --only fpca_table1)
     python3 dev.py docs [serve]    # set up .venv (first time) and build the manual into site/ (strict),
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -46,6 +48,46 @@ def ensure_env() -> Path:
     return python
 
 
+#: Debian packages some tests use, each with the test it is for and whether the machine already has it.
+SYSTEM_PACKAGES = {
+    "postgresql": ("the ledger's PostgreSQL tests (a throw-away server)",
+                   lambda: any(Path("/usr/lib/postgresql").glob("*/bin/initdb"))),
+    "chromium": ("the Prefect UI's headless-browser test",
+                 lambda: bool(shutil.which("chromium") or shutil.which("chromium-browser"))),
+}
+
+
+def ensure_system_packages() -> None:
+    """Install the missing :data:`SYSTEM_PACKAGES` with apt-get when this is root on a machine that has it.
+
+    Anywhere else, or if apt-get fails, the tests that need them are skipped, each with its reason, and this says so.
+    """
+    missing = [name for name, (_, present) in SYSTEM_PACKAGES.items() if not present()]
+    if not missing:
+        return
+    if not shutil.which("apt-get") or not hasattr(os, "geteuid") or os.geteuid() != 0:
+        for name in missing:
+            print(f"dev.py: Debian's {name} is not installed (apt-get install {name}, as root): "
+                  f"{SYSTEM_PACKAGES[name][0]} will be skipped", flush=True)
+        return
+    print(f"dev.py: installing Debian's {', '.join(missing)} (apt-get) for the tests", flush=True)
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    install = ["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing]
+    failure = ""
+    for step in ([install], [["apt-get", "update", "-q"], install]):  # the package lists only when the first try fails
+        for command in step:
+            try:
+                done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900, check=False)
+            except subprocess.TimeoutExpired:
+                failure = f"{' '.join(command)} took over 900 s"
+                break
+            if done.returncode != 0:
+                failure = f"{' '.join(command)} failed (exit {done.returncode}): {done.stderr.strip()[-400:]}"
+                break
+        else:
+            return
+    print(f"dev.py: {failure}\ndev.py: the tests that need {', '.join(missing)} will be skipped", flush=True)
+
 def main(argv: list[str]) -> int:
     if not argv or argv[0] not in {"demo", "test", "results", "docs", "setup"}:
         print(__doc__)
@@ -63,6 +105,7 @@ def main(argv: list[str]) -> int:
     if argv[0] == "results":
         return subprocess.run([str(python), "-m", "experiments.report", *argv[1:]], cwd=ROOT, env=env,
                               check=False).returncode
+    ensure_system_packages()
     return subprocess.run([str(python), "-m", "pytest", *argv[1:]], cwd=ROOT, env=env, check=False).returncode
 
 

@@ -339,7 +339,7 @@ def _init(args: argparse.Namespace) -> int:
     import yaml
     from fdp.flows.zero_records import count_zero_records, zero_records_warning
     from fdp.tasks.preflight import covariates_averaged_warning, read_inputs
-    from fdp.tasks.scale_check import count_out_of_scale, out_of_scale_warning
+    from fdp.tasks.scale_check import count_out_of_scale, out_of_scale_warning, point_scale_warning
 
     # the data read as `fdp plan` and `fdp release` will read it: what they would refuse (a text label, a column of
     # text, no unit alignable on --time-domain) is refused here, before a config is written; the same read counts
@@ -349,7 +349,7 @@ def _init(args: argparse.Namespace) -> int:
     inputs = read_inputs(config, str(out.parent if out is not None else Path.cwd()))
     for warning in (zero_records_warning(config, count_zero_records(config, inputs)),
                     out_of_scale_warning(config, count_out_of_scale(config, inputs)),
-                    covariates_averaged_warning(config, inputs)):
+                    covariates_averaged_warning(config, inputs), point_scale_warning(config, inputs)):
         if warning is not None:
             print(f"fdp: warning: {warning}", file=sys.stderr)
     if out is None:

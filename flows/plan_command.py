@@ -30,7 +30,7 @@ from fdp.tasks.planning import (
     tau_search_range,
 )
 from fdp.tasks.preflight import covariates_averaged_warning, read_inputs
-from fdp.tasks.scale_check import count_out_of_scale, out_of_scale_warning
+from fdp.tasks.scale_check import count_out_of_scale, out_of_scale_warning, point_scale_warning
 from pydantic import ValidationError
 
 from fdpcore.errors import ConfigError, FdpError, LedgerError
@@ -196,13 +196,15 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
         rows.append(row)
     warnings = [f"at epsilon {', '.join(f'{e:g}' for e in eps_list)}: {text}" for text, eps_list in per_epsilon.items()]
     warnings += [w for w in (zero_records_warning(config, zero), out_of_scale_warning(config, outside),
-                             covariates_averaged_warning(config, inputs)) if w is not None]
+                             covariates_averaged_warning(config, inputs), point_scale_warning(config, inputs))
+                 if w is not None]
     ds = config.dataset
     assumptions = [
         "n counts the privacy units in the data file (public under the replace-one adjacency); the file is read only to "
         "refuse what the release would refuse (columns, numbers, units that cannot be aligned): no number here depends "
-        "on a data value, except the counts of zero records, of records outside the public value range and of units "
-        "whose covariate changes between their rows, in a warning (data, for this terminal only: never published or "
+        "on a data value, except the counts of zero records, of records outside the public value range, of units "
+        "whose covariate changes between their rows and of points outside the domain, responses beyond their bound or "
+        "labels of one class, in a warning (data, for this terminal only: never published or "
         "stored)",
         "every number comes from the public config and n: nothing was charged and the ledger was not written",
     ]

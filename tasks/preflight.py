@@ -24,7 +24,7 @@ from fdp.tasks.planning import alignment_requirement, end_gap, release_grid
 from fdpcore.data.preprocess import AlignedCurves, align_long, rescale_long
 from fdpcore.errors import DataError
 from fdpcore.io.covariates import read_unit_covariates
-from fdpcore.io.points import read_point_table
+from fdpcore.io.points import PointTable, read_point_table
 from fdpcore.io.tables import LongTable, read_long_table
 
 __all__ = ["Inputs", "check_inputs", "read_and_align", "read_inputs"]
@@ -72,6 +72,7 @@ class Inputs:
     table: LongTable | None = None
     aligned: AlignedCurves | None = None
     covariates_averaged: int | None = None  # FoSR (memory engine): units whose covariate varied and was averaged
+    points: PointTable | None = None  # KDE, ERM: the points (and labels) as the release reads them
 
 
 #: Curve summaries: their records are rescaled by value_offset and value_scale and aligned onto the grid.
@@ -119,10 +120,11 @@ def read_inputs(config: Any, config_dir: str) -> Inputs:
     memory = getattr(getattr(config, "engine", None), "name", "memory") == "memory"
     if config.summary in ("kde", "erm"):
         binary = config.summary == "erm" and getattr(config, "loss", "ridge") != "ridge"
-        return Inputs(read_point_table(
+        points = read_point_table(
             path, ds.format, unit_column=ds.unit_column, coordinate_columns=ds.coordinate_columns, domain=ds.domain,
             label_column=getattr(ds, "label_column", None), outside=ds.outside_domain, binary_labels=binary,
-            csv_delimiter=ds.csv_delimiter, labels=getattr(ds, "labels", "sign")).n_units)
+            csv_delimiter=ds.csv_delimiter, labels=getattr(ds, "labels", "sign"))
+        return Inputs(points.n_units, points=points)
     inputs = Inputs(None)
     if memory:
         table, aligned, _ = read_and_align(config, config_dir)

@@ -6,7 +6,9 @@ bound ``sqrt(|T|)`` of a curve within ``value_offset +- value_scale``). A ``valu
 (thousands for dollars) breaks that claim for every record: all of them are shrunk hard by the clip, the DP quantile
 of ``tau: auto`` finds no record inside its range and lands anywhere in it, and the release is flat near the offset
 while the stated error (noise only) is small. ``fdp plan`` and ``fdp init`` count such records from the data read as the release reads it and
-print a warning (new-user trial H, finding 1).
+print a warning (new-user trial H, finding 1). For the point summaries (KDE, ERM) :func:`point_scale_warning` does the
+same for points outside the public domain, ridge responses beyond their public bound and classifier labels of one
+class (new-user trial M).
 
 PRIVACY: the counts are computed from the data before any noise. They are printed on the operator's terminal (and in
 ``fdp plan --json``) and nowhere else: never in a manifest, the release folder, the ledger, a Prefect artifact, log
@@ -22,7 +24,7 @@ import numpy as np
 from fdp.tasks.planning import public_reference, release_grid, tau_search_range
 from fdp.tasks.preflight import CURVE_SUMMARIES, Inputs, UnitCount
 
-__all__ = ["OUT_OF_SCALE_WARN_SHARE", "OutOfScale", "count_out_of_scale", "out_of_scale_warning"]
+__all__ = ["OUT_OF_SCALE_WARN_SHARE", "OutOfScale", "count_out_of_scale", "out_of_scale_warning", "point_scale_warning"]
 
 #: The share of records above the largest tau the release can use from which ``fdp plan`` and ``fdp init`` warn
 #: (as the zero records: 5 %; trial L: 8.9 % of records at up to 7.3 x the radius went unmentioned at a quarter).
@@ -144,3 +146,62 @@ def _below_text(config: Any, scale: OutOfScale) -> str | None:
             "the records' size, so the release can be mostly noise while the plan's `relative` (over value_scale) "
             f"looks small: is value_scale ({ds.value_scale:g}) in the units of {ds.value_column}, or far too generous? "
             f"{_levers(config)}; or a lower clipping.tau_range")
+
+
+def point_scale_warning(config: Any, inputs: Inputs) -> str | None:
+    """KDE and ERM: what ``fdp plan`` and ``fdp init`` warn about the points as the release reads them (terminal only).
+
+    Each from 5 % of the rows (:data:`OUT_OF_SCALE_WARN_SHARE`), as the curves' out-of-scale warning: points outside
+    ``dataset.domain`` moved onto its edge (``outside_domain: clamp``); ridge responses beyond
+    ``label_offset +- label_bound``, clipped to it; a classifier whose labels, after ``labels: sign``, are almost all
+    one class (new-user trial M: a domain in the wrong units piled every point on the edge, a ridge without
+    ``label_offset`` clipped every height, labels coded 1/2 all became +1 — each published without a word).
+    ``None`` when none holds, or for a curve summary.
+    """
+    table = inputs.points
+    if table is None or table.n_rows == 0:
+        return None
+    texts = [t for t in (_clamped_text(config, table), _response_text(config, table), _one_class_text(config, table)) if t]
+    return " ".join(texts) if texts else None
+
+
+def _clamped_text(config: Any, table: Any) -> str | None:
+    share = table.n_clamped / table.n_rows
+    if share < OUT_OF_SCALE_WARN_SHARE:
+        return None
+    ds = config.dataset
+    box = " x ".join(f"[{a:g}, {b:g}]" for a, b in ds.domain)
+    return (f"{table.n_clamped} of {table.n_rows} points ({100 * share:.3g} %) lie outside dataset.domain {box} and are "
+            f"moved onto its edge (outside_domain: clamp), so the release piles them there. Is the domain in the units "
+            f"of {', '.join(ds.coordinate_columns)}? It must be chosen a priori from the known range of the coordinates; "
+            "outside_domain: error refuses such a file, naming the first row")
+
+
+def _response_text(config: Any, table: Any) -> str | None:
+    if config.summary != "erm" or config.loss != "ridge" or table.labels is None:
+        return None
+    beyond = int(np.sum(np.abs(np.asarray(table.labels) - config.label_offset) > config.label_bound * (1.0 + 1e-12)))
+    share = beyond / table.n_rows
+    if share < OUT_OF_SCALE_WARN_SHARE:
+        return None
+    col = config.dataset.label_column
+    return (f"{beyond} of {table.n_rows} responses ({100 * share:.3g} %) lie beyond label_offset +- label_bound "
+            f"({config.label_offset:g} +- {config.label_bound:g}) and are clipped to it, so the released function is "
+            f"biased towards that range. Is label_offset the responses' public centre in the units of {col} (fdp init "
+            "--value-offset), and label_bound a bound on their deviation from it? Both are chosen a priori "
+            "(docs/summaries/erm.md, \"Responses far from zero\")")
+
+
+def _one_class_text(config: Any, table: Any) -> str | None:
+    if config.summary != "erm" or config.loss == "ridge" or table.labels is None:
+        return None
+    positive = int(np.sum(np.asarray(table.labels) > 0))
+    minority = min(positive, table.n_rows - positive)
+    if minority / table.n_rows >= OUT_OF_SCALE_WARN_SHARE:
+        return None
+    major = "+1" if positive > table.n_rows - positive else "-1"
+    mapped = (f" ({table.n_relabelled} labels other than -1/+1 were mapped by labels: sign, every positive value to +1 "
+              "and 0 or a negative value to -1: labels coded 1/2 all become +1)" if table.n_relabelled else "")
+    return (f"{table.n_rows - minority} of {table.n_rows} labels ({100 * (1 - minority / table.n_rows):.3g} %) are "
+            f"{major}{mapped}, so the classifier can hardly learn anything but {major}. Code the classes as -1/+1 (or 0/1) "
+            f"in {config.dataset.label_column}; labels: error refuses any other label, naming the row")

@@ -1,7 +1,7 @@
 """Shared test configuration: isolated state directories, the `slow` marker, ledger back ends.
 
 PostgreSQL tests start a throw-away server from Debian's binaries when ``/usr/lib/postgresql/*/bin``
-exists (``.ci/run`` installs the ``postgresql`` package when it can); otherwise they are skipped
+exists (``python3 dev.py test`` installs the ``postgresql`` package when it can); otherwise they are skipped
 with the reason, and the same tests run on SQLite.
 """
 

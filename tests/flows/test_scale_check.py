@@ -118,3 +118,65 @@ def test_a_far_too_generous_value_scale_is_warned_below_the_tau_range(tmp_path: 
     config, err = _init(tmp_path, _data(tmp_path, level=4.0), capsys, scale="5000", tau="1")
     assert "below the lower end" not in err
     assert json.loads(_plan(config, tmp_path, capsys, "--json"))["out_of_scale"]["below"] == 0
+
+
+# --- points (KDE, ERM): new-user trial M, H1-H3 ----------------------------------------------------------------------
+
+def _points(tmp_path: Path, **columns: np.ndarray) -> Path:
+    path = tmp_path / "p.csv"
+    n = len(next(iter(columns.values())))
+    pd.DataFrame({"unit": [f"u{i}" for i in range(n)], **columns}).to_csv(path, index=False)
+    return path
+
+
+def _init_points(tmp_path: Path, data: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[Path, str]:
+    out = tmp_path / "p.yaml"
+    assert main(["init", str(data), "--unit", "unit", *args, "--out", str(out), "--force"]) == 0
+    return out, capsys.readouterr().err
+
+
+def _warned(text: str, marker: str) -> list[str]:
+    return [ln for ln in text.splitlines() if marker in ln]
+
+
+def test_a_kde_domain_in_the_wrong_units_is_warned_by_init_and_plan(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    # prices in dollars (300..19000); the user wrote the domain in thousands
+    prices = np.random.default_rng(1).lognormal(8.0, 1.0, 400).clip(300, 19000)
+    config, err = _init_points(tmp_path, _points(tmp_path, price=prices), capsys, "--summary", "kde", "--time", "price",
+                               "--time-domain", "0", "20")
+    (warned,) = _warned(err, "lie outside dataset.domain")
+    assert "of 400 points" in warned and "[0, 20]" in warned and "units of price?" in warned
+    assert _warned(_plan(config, tmp_path, capsys), "lie outside dataset.domain")
+    config, err = _init_points(tmp_path, _points(tmp_path, price=prices), capsys, "--summary", "kde", "--time", "price",
+                               "--time-domain", "0", "20000")
+    assert _warned(err, "dataset.domain") == []  # the right units: silent
+
+
+def test_a_ridge_without_its_public_centre_is_warned(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rng = np.random.default_rng(2)
+    x = rng.uniform(60, 75, 300)
+    heights = 0.6 * x + 28 + rng.normal(0, 2, 300)  # inches, about 60..78
+    data = _points(tmp_path, parent=x, child=heights)
+    args = ("--summary", "erm", "--loss", "ridge", "--time", "parent", "--time-domain", "58", "78", "--value", "child",
+            "--label-bound", "12")
+    config, err = _init_points(tmp_path, data, capsys, *args)  # no --value-offset: label_offset 0
+    (warned,) = _warned(err, "beyond label_offset +- label_bound")
+    assert warned.startswith("fdp: warning: 300 of 300 responses (100 %) lie beyond label_offset +- label_bound (0 +- 12)")
+    assert _warned(_plan(config, tmp_path, capsys), "beyond label_offset")
+    _, err = _init_points(tmp_path, data, capsys, *args, "--value-offset", "68")
+    assert _warned(err, "label_offset") == []
+
+
+def test_classifier_labels_coded_one_and_two_are_warned(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rng = np.random.default_rng(3)
+    glucose = rng.uniform(60, 190, 300)
+    coded = np.where(glucose + rng.normal(0, 20, 300) > 130, 2, 1)  # 1 = healthy, 2 = diabetic
+    args = ("--summary", "erm", "--loss", "logistic", "--time", "glucose", "--time-domain", "40", "200", "--value", "y")
+    config, err = _init_points(tmp_path, _points(tmp_path, glucose=glucose, y=coded), capsys, *args)
+    (warned,) = _warned(err, "labels (100 %) are +1")
+    assert f"({int(np.sum(coded == 2))} labels other than -1/+1 were mapped by labels: sign" in warned  # the 2s
+    assert "coded 1/2 all become +1" in warned
+    assert _warned(_plan(config, tmp_path, capsys), "are +1")
+    _, err = _init_points(tmp_path, _points(tmp_path, glucose=glucose, y=coded - 1), capsys, *args)  # 0/1: fine
+    assert _warned(err, "labels (") == []
