@@ -191,8 +191,12 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
         if budget["accounting"] == "basic":
             left = budget["remaining_epsilon"] - eps
         row["budget_remaining_epsilon_after"] = left
-        row["fits_budget"] = None if left is None else left >= -1e-12 and (
-            budget["period_remaining_epsilon"] is None or eps <= budget["period_remaining_epsilon"] + 1e-12)
+        short = [] if left is None else [m for m, over in (
+            ("epsilon", left < -1e-12 or (budget["period_remaining_epsilon"] is not None
+                                          and eps > budget["period_remaining_epsilon"] + 1e-12)),
+            ("delta", float(config.privacy.delta) > budget["remaining_delta"] + 1e-15)) if over]  # trial M: delta too
+        row["fits_budget"] = None if left is None else not short
+        row["budget_short"] = short
         rows.append(row)
     warnings = [f"at epsilon {', '.join(f'{e:g}' for e in eps_list)}: {text}" for text, eps_list in per_epsilon.items()]
     warnings += [w for w in (zero_records_warning(config, zero), out_of_scale_warning(config, outside),
@@ -285,7 +289,7 @@ def print_plan(report: dict[str, Any]) -> None:
                            if k in TUNED
                            and v is not None)
         rel = "-" if r["relative_error"] is None else f"{100 * r['relative_error']:.3g}%"
-        fits = "" if r["fits_budget"] in (None, True) else " (over budget)"
+        fits = "" if r["fits_budget"] in (None, True) else f" (over budget: {', '.join(r['budget_short'])})"
         mark = "*" if any(b["a_priori"] and b["name"] == "tau" for b in r.get("bought") or ()) and any(
             not b["a_priori"] and b["name"] == "tau" for q in report["rows"] for b in q.get("bought") or ()) else ""
         print(f"  {format(r['epsilon'], 'g') + mark:>8} {_fmt(r['sensitivity']):>11} {_fmt(r['noise_scale']):>11} "

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 from fdp.flows.cli import main
 from fdp.flows.plan_command import epsilon_ladder, plan_report
 from flow_support import artifacts, release, small_csv_release, write_config
@@ -183,7 +184,15 @@ def test_plan_default_ladder_png_and_no_ledger_write(tmp_path: Path, capsys: pyt
     assert "\n".join(sqlite3.connect(ledger_path).iterdump()) == before_dump
     assert main(["plan", str(cfg), "--ledger", ledger]) == 0
     text = capsys.readouterr().out
-    assert "nothing charged" in text and "n = 508" in text and "(over budget)" in text
+    assert "nothing charged" in text and "n = 508" in text and "(over budget: epsilon)" in text
+    assert [r["budget_short"] for r in report["rows"]] == [[], [], [], [], ["epsilon"]]
+    # trial M: a delta the dataset no longer has is over budget too, and the row says which
+    gp = tmp_path / "gp.yaml"
+    raw = yaml.safe_load(cfg.read_text())
+    raw["estimator"], raw["privacy"]["delta"] = "gp", 1e-5
+    gp.write_text(yaml.safe_dump(raw))
+    short = _plan_json(capsys, str(gp), "--ledger", ledger, "--epsilon", "1")["rows"][0]  # the set left delta 0
+    assert (short["fits_budget"], short["budget_short"]) == (False, ["delta"])
     # the public alignment rule in source units (half-hours 1..48 on [0.5, 48.5], one grid step 1)
     assert "aligned when its readings reach from at most 2 to at least 47" in text
     # the error with the smoothing bias of a typical mean falls with epsilon and is never below the noise alone

@@ -78,6 +78,15 @@ def test_a_refused_charge_says_how_to_go_on(tmp_path: Path, capsys: pytest.Captu
     assert f"`fdp budget grant adelaide-electricity-monday --period {current_period()} --epsilon E`" in err
     assert "--period month --per-period E" in err and "smaller privacy.epsilon" in err
 
+    # trial M: only delta short (a GP release on a dataset with delta 0): the first remedy names delta, not epsilon
+    url3 = f"sqlite:///{tmp_path / 'l3.sqlite'}"
+    Ledger(url3).set_budget("adelaide-electricity-monday", 10.0)
+    gp = write_config(tmp_path, ELECTRICITY, estimator="gp", privacy__delta=1e-5)
+    assert release(gp, tmp_path / "out3", url3, "r3") == 3
+    err = capsys.readouterr().err
+    assert "Only delta is short" in err and "--epsilon TOTAL --delta DELTA" in err and "no delta" in err
+    assert "raise the dataset's total with" not in err
+
 
 def test_unit_noun_reads_after_for_each_in_both_phrasings() -> None:
     from fdp.tasks._publish import unit_noun
