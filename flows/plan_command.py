@@ -145,7 +145,8 @@ def _erm_with_bias_note(config: Any, parameters: dict[str, Any]) -> str:
         size = (f"a regression function of L2 size {prior['signal_l2']:g} ({prior['signal_fraction']:g} x label_bound) "
                 f"with residual sd {prior['residual_sd']:g}")
     else:
-        size = f"a decision function of L2 size {prior['signal_l2']:g} (the margin) under the logistic curvature 1/4"
+        size = (f"a decision function of L2 size {prior['signal_l2']:g} (the margin) under the curvature 1/4 the rule "
+                "assumes for logistic and hinge alike")
     rule = ("the prior that psi: auto minimises (tuning.erm.psi.risk_prior@1), so it falls as epsilon grows"
             if parameters.get("psi_rule") == "risk_prior" else
             "the prior of psi: auto (tuning.erm.psi.risk_prior@1) at this fixed psi, where more epsilon lowers only "

@@ -740,7 +740,9 @@ def point_value_units(config: Any) -> str:
     """What a KDE/ERM release's values measure (the manifest's ``parameters.value_units``)."""
     if config.summary == "kde":
         return "density per source unit of the domain"
-    return "units of the label column" if config.loss == "ridge" else "decision value (sign = label)"
+    if config.loss == "ridge":
+        return f"units of {config.dataset.label_column}"  # trial M: the plot's y axis named no column
+    return "decision value (sign = label)"
 
 
 def _error_text(config: Any) -> str:

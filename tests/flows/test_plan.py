@@ -156,7 +156,7 @@ def test_plan_notes_state_the_norm_and_domain_of_the_error_and_what_relative_div
     assert kde["relative_error"] == pytest.approx(rms / (1.0 / 365.0))
     erm = row("erm_ridge.yaml")
     assert "source domain [0, 10], i.e. sqrt(10) x the root mean square" in erm["note"]
-    assert "units: units of the label column" in erm["note"]
+    assert "units: units of response" in erm["note"]  # the label column, by name
     assert erm["relative_note"] == ("the root mean square of the noise over the domain, over label_bound = 1.5 (the "
                                     "public bound on |response - label_offset|)")  # a new user: '1 label unit' meant nothing
     assert erm["relative_error"] == pytest.approx(erm["expected_l2_error"] / math.sqrt(10.0) / 1.5)
