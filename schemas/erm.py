@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from fdp.schemas._base import Frozen, PositiveFloat
 from fdp.schemas.config import BudgetSpec, GridSpec, PrivacySpec, ReleaseSeriesSpec, kernel_mapping
-from fdp.schemas.kde import PointDatasetSpec, _unit_grid
+from fdp.schemas.kde import PointDatasetSpec, _unit_grid, check_tensor_nodes
 from pydantic import Field, field_validator, model_validator
 
 __all__ = ["ErmDatasetSpec", "ErmReleaseConfig"]
@@ -62,6 +62,7 @@ class ErmReleaseConfig(Frozen):
 
     @model_validator(mode="after")
     def _fields(self) -> ErmReleaseConfig:
+        check_tensor_nodes(self.grid, self.dataset)
         p = self.privacy
         if (self.label_bound is None) == (self.loss == "ridge"):
             raise ValueError("label_bound is required for loss 'ridge' (M = 2 B_y (1 + kappa/sqrt(psi))) and allowed only there")

@@ -7,6 +7,7 @@ points contributes their average (``preprocess.points.unit_average@1``); the man
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 import numpy as np
@@ -24,11 +25,12 @@ from fdp.schemas.records import (
 )
 from pydantic import Field, field_validator, model_validator
 
-from fdpcore.limits import ID_MAX_LENGTH, ID_PATTERN
+from fdpcore.limits import ID_MAX_LENGTH, ID_PATTERN, MAX_GRID_POINTS
 from fdpcore.summaries.kde import DEFAULT_BANDWIDTH_SHARE
 
 __all__ = [
     "UNIT_RULE",
+    "check_tensor_nodes",
     "KdeReleaseConfig",
     "PointBatch",
     "PointDatasetSpec",
@@ -77,6 +79,20 @@ class PointDatasetSpec(Frozen):
         return self
 
 
+def check_tensor_nodes(grid: GridSpec, dataset: PointDatasetSpec) -> None:
+    """Two coordinates: the tensor grid's K x K nodes count against :data:`fdpcore.limits.MAX_GRID_POINTS`.
+
+    Its kernel work grows with the nodes as a 1-D grid's with its points (new-user trial M: a 100 x 100 density
+    surface kept ``fdp plan`` busy for over 5 minutes, 4000 x 4000 ran out of memory).
+    """
+    if len(dataset.coordinate_columns) != 2:
+        return
+    k = grid.size if grid.size is not None else len(grid.points or ())
+    if k * k > MAX_GRID_POINTS:
+        raise ValueError(f"grid: two coordinates make a {k} x {k} tensor grid, {k * k} nodes; at most {MAX_GRID_POINTS} "
+                         f"(fdpcore.limits, as a 1-D grid's points): grid.size at most {math.isqrt(MAX_GRID_POINTS)}")
+
+
 def _unit_grid(grid: GridSpec) -> GridSpec:
     if tuple(grid.domain) != (0.0, 1.0):
         raise ValueError(f"grid.domain ({list(grid.domain)}) must be [0, 1]: points are mapped onto the unit box")
@@ -115,6 +131,7 @@ class KdeReleaseConfig(Frozen):
 
     @model_validator(mode="after")
     def _mechanism_fields(self) -> KdeReleaseConfig:
+        check_tensor_nodes(self.grid, self.dataset)
         p = self.privacy
         if self.bandwidth != "auto" and self.bandwidth_share != DEFAULT_BANDWIDTH_SHARE:
             raise ValueError("bandwidth_share is only used with bandwidth 'auto'")

@@ -92,3 +92,18 @@ def test_every_manifest_describes_idealized_numerics_and_the_with_bias_figure() 
         assert "not bounded in the proofs" in field["description"]
     noise = ReleaseManifest.model_json_schema()["$defs"]["NoiseRecord"]["properties"]
     assert "not the bias of this data" in noise["expected_l2_error_with_bias"]["description"]
+
+
+@pytest.mark.parametrize("example", ["kde_2d.yaml", "erm_svm_2d.yaml"])
+def test_a_two_coordinate_grid_counts_its_tensor_nodes_against_the_grid_limit(example: str) -> None:
+    """Trial M: a 100 x 100 density surface was accepted and kept `fdp plan` busy for over 5 minutes."""
+    from fdp.schemas.erm import ErmReleaseConfig
+    from fdp.schemas.kde import KdeReleaseConfig
+
+    model = KdeReleaseConfig if example.startswith("kde") else ErmReleaseConfig
+    raw = yaml.safe_load((Path(__file__).resolve().parents[2] / "examples" / example).read_text())
+    raw["grid"]["size"] = 63  # 3969 nodes: allowed
+    assert model.model_validate(raw).grid.size == 63
+    raw["grid"]["size"] = 64
+    with pytest.raises(ValidationError, match=r"64 x 64 tensor grid, 4096 nodes; at most 4000 .* grid.size at most 63"):
+        model.model_validate(raw)
