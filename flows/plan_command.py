@@ -28,6 +28,7 @@ from fdp.tasks.planning import (
     covariance_centering_check,
     fosr_coefficients_balanced,
     tau_search_range,
+    with_bias_note,
 )
 from fdp.tasks.preflight import covariates_averaged_warning, read_inputs
 from fdp.tasks.scale_check import count_out_of_scale, out_of_scale_warning, point_scale_warning
@@ -138,23 +139,6 @@ def _fixed_tau_alternative(config: Any, n: int, row: dict[str, Any]) -> dict[str
                                        "noise": float(fixed_row["expected_l2_error"])}
 
 
-def _erm_with_bias_note(config: Any, parameters: dict[str, Any]) -> str:
-    """What an ERM row's ``with bias`` (:func:`fdp.tasks.planning.accuracy`, from the plan's ``psi_prior``) is."""
-    prior = parameters["psi_prior"]
-    if config.loss == "ridge":
-        size = (f"a regression function of L2 size {prior['signal_l2']:g} ({prior['signal_fraction']:g} x label_bound) "
-                f"with residual sd {prior['residual_sd']:g}")
-    else:
-        size = (f"a decision function of L2 size {prior['signal_l2']:g} (the margin) under the curvature 1/4 the rule "
-                "assumes for logistic and hinge alike")
-    rule = ("the prior that psi: auto minimises (tuning.erm.psi.risk_prior@1), so it falls as epsilon grows"
-            if parameters.get("psi_rule") == "risk_prior" else
-            "the prior of psi: auto (tuning.erm.psi.risk_prior@1) at this fixed psi, where more epsilon lowers only "
-            "the noise")
-    return (f"sqrt(E L2 error^2 + smoothing bias^2 + sampling variance) for {size}: {rule}; the real bias depends on "
-            "the unknown function")
-
-
 def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_url: str | None) -> dict[str, Any]:
     """The plan of a config at each epsilon (JSON-able); raises :class:`FdpError` on a bad config or data file."""
     path = Path(config_path)
@@ -179,7 +163,7 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
             if cfg.summary == "fosr":
                 row["coefficients_balanced"] = fosr_coefficients_balanced(cfg, plan)
             if cfg.summary == "erm":  # what its 'with bias' (the prior error of psi: auto's rule) is
-                row["with_bias_note"] = _erm_with_bias_note(cfg, plan.parameters)
+                row["with_bias_note"] = with_bias_note(cfg, plan)
             alternative = _fixed_tau_alternative(cfg, n, row)  # priced once: the break-even and the warning
             row["tau_break_even"] = _break_even_of(cfg, row, alternative)
             found = [low_tau_warning(cfg, row, n, alternative),

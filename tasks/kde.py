@@ -19,7 +19,16 @@ from fdp.tasks import _publish
 from fdp.tasks._plots import NOISE_BAND_LABEL, curves_png, privacy_subtitle, surface_png
 from fdp.tasks._settings import data_task, noise_task
 from fdp.tasks.ledger import close_release, mark_noised, period_and_budget, provenance
-from fdp.tasks.planning import expected_l2_error, kde_plan, noise_band, point_axes, point_error_text, point_value_units
+from fdp.tasks.planning import (
+    expected_l2_error,
+    expected_l2_error_with_bias,
+    kde_plan,
+    noise_band,
+    point_axes,
+    point_error_text,
+    point_value_units,
+    with_bias_note,
+)
 
 from fdpcore.errors import InternalError
 from fdpcore.io.points import read_point_table
@@ -181,7 +190,9 @@ def public_point_release(
         noise={"distribution": NOISE_TEXT[plan.noise], "sampler": _publish.SAMPLER_TEXT[plan.noise],  # type: ignore[arg-type]
                "whitened_scale": plan.calibration.scale, "expected_l2_error": l2_source,
                "expected_l2_error_scaled": l2_scaled, "band_level": _publish.BAND_LEVEL,
-               "band_half_width_max": float(band_source.max())},
+               "band_half_width_max": float(band_source.max()),
+               "expected_l2_error_with_bias": expected_l2_error_with_bias(config, plan),  # ERM: fdp plan's `with bias`
+               "expected_l2_error_with_bias_note": with_bias_note(config, plan)},
         solver=solver,
         formulas=sorted(plan.formulas),
         outputs=[{"path": name, "sha256": hashlib.sha256(data).hexdigest()}  # type: ignore[misc]

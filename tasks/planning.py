@@ -574,10 +574,19 @@ def expected_l2_error_with_bias(config: Any, plan: Any) -> float | None:
     ``fdp plan``'s ``with bias`` column and the manifest's ``noise.expected_l2_error_with_bias``. ``None`` where the
     plan states none (other estimators and summaries).
     """
+    prior = _erm_prior(config, plan)
+    if prior is not None:  # ERM: tuning.erm.psi.risk_prior@1's prior error, over the source domain like the noise's
+        return float(prior["rms_error_with_bias"]) * math.sqrt(
+            math.prod(float(b) - float(a) for a, b in config.dataset.domain))
     risk = getattr(plan, "prior_sq_l2_risk", None) if config.summary in _TYPICAL_TARGET else None
     if risk is None:
         return None
     return math.sqrt(float(risk)) * config.dataset.value_scale ** (2 if config.summary == "covariance" else 1)
+
+
+def _erm_prior(config: Any, plan: Any) -> dict[str, Any] | None:
+    """An ERM plan's ``psi_prior`` (``None`` for other summaries)."""
+    return (getattr(plan, "parameters", None) or {}).get("psi_prior") if config.summary == "erm" else None
 
 
 def with_bias_note(config: Any, plan: Any) -> str | None:
@@ -588,6 +597,9 @@ def with_bias_note(config: Any, plan: Any) -> str | None:
     """
     if expected_l2_error_with_bias(config, plan) is None:
         return None
+    prior = _erm_prior(config, plan)
+    if prior is not None:
+        return _erm_with_bias_note(config, prior, plan.parameters.get("psi_rule"))
     what, size, radius = _TYPICAL_TARGET[config.summary]
     fraction, tau = float(plan.signal_fraction), float(getattr(plan, radius))
     size_value = tau**2 if config.summary == "covariance" else tau  # the surface's size is signal_fraction x tau^2
@@ -595,6 +607,22 @@ def with_bias_note(config: Any, plan: Any) -> str | None:
             f"{size_value:.6g} (rescaled units) under the risk_prior prior (tuning.risk.iclp_qr.prior@1) at the released "
             "(eta, psi): a typical release's error, not this data's; the clipping bias (records shrunk to tau) is not "
             "included")
+
+
+def _erm_with_bias_note(config: Any, prior: dict[str, Any], psi_rule: str | None) -> str:
+    """What an ERM release's ``with bias`` (from its ``psi_prior``) is: plan row and manifest alike."""
+    if config.loss == "ridge":
+        size = (f"a regression function of L2 size {prior['signal_l2']:g} ({prior['signal_fraction']:g} x label_bound) "
+                f"with residual sd {prior['residual_sd']:g}")
+    else:
+        size = (f"a decision function of L2 size {prior['signal_l2']:g} (the margin) under the curvature 1/4 the rule "
+                "assumes for logistic and hinge alike")
+    rule = ("the prior that psi: auto minimises (tuning.erm.psi.risk_prior@1), so it falls as epsilon grows"
+            if psi_rule == "risk_prior" else
+            "the prior of psi: auto (tuning.erm.psi.risk_prior@1) at this fixed psi, where more epsilon lowers only "
+            "the noise")
+    return (f"sqrt(E L2 error^2 + smoothing bias^2 + sampling variance) for {size}, over the source domain: {rule}; "
+            "the real bias depends on the unknown function")
 
 
 def noise_band(config: Any, plan: Any) -> Any:
@@ -830,11 +858,7 @@ def accuracy(config: Any, plan: Any, n: int, *, band: bool = True) -> Accuracy:
             relative = err[1] / (length if s == "covariance" else math.sqrt(length))
     h = noise_band(config, plan) if band else None
     note = _error_text(config)
-    with_bias = expected_l2_error_with_bias(config, plan)  # mean (ICLP-QR/GP), covariance, FoSR; None elsewhere
-    prior = (getattr(plan, "parameters", None) or {}).get("psi_prior") if s == "erm" else None
-    if prior is not None:  # ERM: tuning.erm.psi.risk_prior@1's prior error, over the source domain like the noise's
-        with_bias = float(prior["rms_error_with_bias"]) * math.sqrt(
-            math.prod(float(b) - float(a) for a, b in config.dataset.domain))
+    with_bias = expected_l2_error_with_bias(config, plan)  # mean (ICLP-QR/GP), covariance, FoSR, ERM; None elsewhere
     row = Accuracy(
         summary=s, epsilon=float(plan.epsilon), delta=float(getattr(plan, "delta", 0.0)), n=int(n),
         sensitivity=None if sens is None else float(sens), sensitivity_formula=formula,

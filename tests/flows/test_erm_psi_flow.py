@@ -109,6 +109,9 @@ def test_release_with_psi_auto_records_the_rule_and_the_plan_psi(tmp_path: Path,
     assert par["psi_prior"]["rms_error_with_bias"] * math.sqrt(4.0) == pytest.approx(row["expected_l2_error_with_bias"])
     assert PSI_RULE_FORMULA in m["formulas"] and set(m["formulas"]) <= set(FORMULAS)
     assert m["noise"]["expected_l2_error"] == pytest.approx(row["expected_l2_error"], rel=1e-6)
+    # trial M: the plan's `with bias` is the manifest's too, in the same source units, with the same note
+    assert m["noise"]["expected_l2_error_with_bias"] == pytest.approx(row["expected_l2_error_with_bias"], rel=1e-12)
+    assert m["noise"]["expected_l2_error_with_bias_note"] == row["with_bias_note"]
     values = pd.read_parquet(tmp_path / "out" / "release.parquet")["value"]
     assert values.between(70.0 - 40.0 - 5 * m["noise"]["band_half_width_max"],
                           70.0 + 40.0 + 5 * m["noise"]["band_half_width_max"]).all()
