@@ -88,6 +88,7 @@ def ensure_system_packages() -> None:
             return
     print(f"dev.py: {failure}\ndev.py: the tests that need {', '.join(missing)} will be skipped", flush=True)
 
+
 def main(argv: list[str]) -> int:
     if not argv or argv[0] not in {"demo", "test", "results", "docs", "setup"}:
         print(__doc__)
