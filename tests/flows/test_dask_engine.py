@@ -4,6 +4,7 @@ bit-identical sufficient statistics and the same plan as the in-memory engine; c
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -54,9 +55,14 @@ def test_local_and_dask_engines_give_bit_identical_sums(make_config, partitioned
     assert s_l == s_d  # exact integers: identical for any chunking and any engine
     assert c_l == c_d
     assert len(cluster.scheduler.task_prefixes) > 0  # the partitions ran on the cluster's workers
-    with get_client(sync_client=True) as client:
-        runs = client.read_task_runs(task_run_filter=TaskRunFilter(name=TaskRunFilterName(like_="ingest-partition")))
-    assert len(runs) >= 8  # 4 files x 2 engines, each a Prefect task run
+    # 4 files x 2 engines, each a Prefect task run. Task runs reach the server as events, recorded asynchronously
+    # (CI at f96ac4e read 5 of 8 at once): wait for them as the UI would
+    deadline, runs = time.monotonic() + 60, []
+    while len(runs) < 8 and time.monotonic() < deadline:
+        with get_client(sync_client=True) as client:
+            runs = client.read_task_runs(task_run_filter=TaskRunFilter(name=TaskRunFilterName(like_="ingest-partition")))
+        time.sleep(0.5)
+    assert len(runs) >= 8, [r.name for r in runs]
 
 
 def test_release_with_dask_localcluster_matches_the_memory_plan(make_config, partitioned: Path, tmp_path: Path) -> None:
