@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,6 +36,9 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "electricity_mean.yaml"
 DATA = REPO / "examples" / "data" / "electricity_monday.parquet"
 HEARTBEAT = 30
+#: ``fdp serve``'s announcer alone, on the deployment id given, every second, for at most 5 minutes.
+ANNOUNCER = ("import sys, threading; from fdp.flows.scheduled import announce_scheduled_runs; stop = threading.Event(); "
+             "threading.Timer(300, stop.set).start(); announce_scheduled_runs([sys.argv[1]], stop, 1.0)")
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +56,7 @@ def crash(prefect_server: dict, tmp_path_factory: pytest.TempPathFactory) -> Ite
     argv = [str(BIN / "fdp"), "serve", str(root / "elec.yaml"), "--cron", "0 6 1 1 *",
             "--ledger", f"sqlite:///{root / 'ledger.sqlite'}", "--out-root", str(root / "releases"),
             "--notify", f"http://127.0.0.1:{receiver.server_port}/hook"]
-    state: dict[str, object] = {"root": root, "received": received, "procs": [], "notify": argv[-1]}
+    state: dict[str, object] = {"root": root, "received": received, "procs": [], "notify": argv[-1], "env": env}
 
     def serve(cron: str = "0 6 1 1 *") -> subprocess.Popen:  # type: ignore[type-arg]
         proc = subprocess.Popen([*argv[:4], cron, *argv[5:]], env=env, stdout=(root / "serve.log").open("ab"), stderr=subprocess.STDOUT,
@@ -222,10 +226,7 @@ def test_a_killed_cron_started_run_is_told_within_a_minute(crash: dict) -> None:
 def test_a_cron_started_run_that_crashed_before_anyone_announced_it_is_told_at_the_next_look(crash: dict) -> None:
     """The race CI hit at 747d119: the runner started a fresh tick's run between two looks of ``fdp serve`` and the
     run was killed before its own announcement; its Crashed event was held. The next look announces it anyway."""
-    import contextvars
-    import threading
-
-    from fdp.flows.scheduled import announce_scheduled_runs, ensure_failure_automations, scheduled_release
+    from fdp.flows.scheduled import ensure_failure_automations, scheduled_release
     from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
     from prefect.states import Crashed, Pending, Running
 
@@ -244,15 +245,13 @@ def test_a_cron_started_run_that_crashed_before_anyone_announced_it_is_told_at_t
             client.set_flow_run_state(run.id, state, force=True)
         time.sleep(15)
         held = list(crash["received"])  # the scheduler wrote no Scheduled event: the server holds the rest
-        stop = threading.Event()
-        looking = threading.Thread(target=contextvars.copy_context().run,  # with the test's Prefect settings
-                                   args=(announce_scheduled_runs, [deployment_id], stop, 1.0))
-        looking.start()
+        # the announcer as `fdp serve` runs it, in a process of its own (its events client is that process's)
+        looks = subprocess.Popen([sys.executable, "-c", ANNOUNCER, str(deployment_id)], env=crash["env"])
         try:
             told = _wait(lambda: len(crash["received"]) >= 1, 60)
         finally:
-            stop.set()
-            looking.join()
+            looks.terminate()
+            looks.wait(30)
             client.delete_deployment(deployment_id)
     assert held == [], "the premise no longer holds: the server told the crash without the announcement"
     assert told, "no notification within 60 s of the announcing look"
