@@ -73,20 +73,20 @@ def ensure_system_packages() -> None:
     print(f"dev.py: installing Debian's {', '.join(missing)} (apt-get) for the tests", flush=True)
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     install = ["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing]
-    failure = ""
-    for step in ([install], [["apt-get", "update", "-q"], install]):  # the package lists only when the first try fails
-        for command in step:
-            try:
-                done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900, check=False)
-            except subprocess.TimeoutExpired:
-                failure = f"{' '.join(command)} took over 900 s"
-                break
-            if done.returncode != 0:
-                failure = f"{' '.join(command)} failed (exit {done.returncode}): {done.stderr.strip()[-400:]}"
-                break
-        else:
-            return
-    print(f"dev.py: {failure}\ndev.py: the tests that need {', '.join(missing)} will be skipped", flush=True)
+    failure = _apt(install, env)
+    if failure:  # the package lists may be missing or stale: update them and try once more
+        failure = _apt(["apt-get", "update", "-q"], env) or _apt(install, env)
+    if failure:
+        print(f"dev.py: {failure}\ndev.py: the tests that need {', '.join(missing)} will be skipped", flush=True)
+
+
+def _apt(command: list[str], env: dict[str, str]) -> str:
+    """Run one apt-get command; what went wrong, or "" when it succeeded."""
+    try:
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900, check=False)
+    except subprocess.TimeoutExpired:
+        return f"{' '.join(command)} took over 900 s"
+    return "" if done.returncode == 0 else f"{' '.join(command)} failed (exit {done.returncode}): {done.stderr.strip()[-400:]}"
 
 
 def main(argv: list[str]) -> int:

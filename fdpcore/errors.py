@@ -77,6 +77,7 @@ class BudgetExceededError(FdpError):
         self.requested = requested
         self.remaining = remaining
         self.scope = scope
+        self.measures = measures
         self.period = period  # the period (YYYY-MM) whose allowance would be exceeded; None for the total
 
         def show(values: tuple[float, ...], sign: str = "") -> str:

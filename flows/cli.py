@@ -1139,8 +1139,7 @@ def _budget_next_step(exc: BudgetExceededError) -> str:
                 f"{exc.period} --epsilon E`, or raise every period's with `fdp budget set {ds} --epsilon TOTAL "
                 "--period month --per-period E` (repeating the other settings: a set replaces the whole policy) — "
                 f"governance decisions, recorded in the ledger's audit chain; wait for the next period; {smaller}.")
-    short = [m for m, req, rem in zip(("epsilon", "delta"), exc.requested, exc.remaining, strict=False)
-             if req > rem + 1e-15]
+    short = [m for m, req, rem in zip(exc.measures, exc.requested, exc.remaining, strict=True) if req > rem + 1e-15]
     if short == ["delta"]:  # trial M: only delta was short, and the first remedy named epsilon
         return (f"Only delta is short. To go on: a privacy officer may raise the dataset's delta with `fdp budget set "
                 f"{ds} --epsilon TOTAL --delta DELTA`, repeating its epsilon total and other settings (--accounting, "

@@ -176,10 +176,12 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
         if budget["accounting"] == "basic":
             left = budget["remaining_epsilon"] - eps
         row["budget_remaining_epsilon_after"] = left
-        short = [] if left is None else [m for m, over in (
-            ("epsilon", left < -1e-12 or (budget["period_remaining_epsilon"] is not None
-                                          and eps > budget["period_remaining_epsilon"] + 1e-12)),
-            ("delta", float(config.privacy.delta) > budget["remaining_delta"] + 1e-15)) if over]  # trial M: delta too
+        short = []  # the measures the remaining budget cannot pay (trial M: delta too)
+        period = budget["period_remaining_epsilon"]
+        if left is not None and (left < -1e-12 or (period is not None and eps > period + 1e-12)):
+            short.append("epsilon")
+        if left is not None and float(config.privacy.delta) > budget["remaining_delta"] + 1e-15:
+            short.append("delta")
         row["fits_budget"] = None if left is None else not short
         row["budget_short"] = short
         rows.append(row)

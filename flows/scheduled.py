@@ -305,6 +305,9 @@ ANNOUNCE_SECONDS = 5.0
 #: older (the server's "tight timing"), so a run starting later than that is announced in time at a later look.
 ANNOUNCE_WINDOW = (timedelta(minutes=20), timedelta(minutes=10))
 
+#: Runs asked for per request of a look (:func:`announce_scheduled_runs`).
+ANNOUNCE_PAGE = 100
+
 
 def announce_scheduled_runs(deployment_ids: list[Any], stop: Any, every: float = ANNOUNCE_SECONDS) -> None:
     """In ``fdp serve``: announce each scheduler-created run of the served deployments, whatever its state.
@@ -337,14 +340,15 @@ def announce_scheduled_runs(deployment_ids: list[Any], stop: Any, every: float =
                 after_=now - ANNOUNCE_WINDOW[0], before_=now + ANNOUNCE_WINDOW[1]))
             with get_client(sync_client=True) as client:
                 seen: set[Any] = set()
-                page: list[Any] = [None]
-                while page:  # page by page: many series on a minute cron exceed one answer of the server
+                while True:  # page by page: many series on a minute cron exceed one answer of the server
                     page = client.read_flow_runs(deployment_filter=deployments, flow_run_filter=near, offset=len(seen),
-                                                 limit=100, sort=FlowRunSort.EXPECTED_START_TIME_ASC)
+                                                 limit=ANNOUNCE_PAGE, sort=FlowRunSort.EXPECTED_START_TIME_ASC)
                     for run in page:
                         seen.add(run.id)
                         if run.id not in done and run.auto_scheduled:
                             _announce(client, run)
+                    if len(page) < ANNOUNCE_PAGE:
+                        break
                 done = seen  # a run that left the window never comes back into it
             EventsWorker.instance().wait_until_empty()  # one flush per look, not per run
         except Exception as exc:  # noqa: BLE001 - the server may be restarting: try again at the next look
