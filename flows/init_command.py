@@ -441,7 +441,8 @@ def _point_config(  # noqa: PLR0913 - one argument per command-line option
         lines += [f"loss: {loss}",
                   "mechanism: iclp",
                   "kernel: {name: matern, nu: 1.5, rho: 0.2}   # PUBLIC: smoothness of the function and of the noise",
-                  "eta: 1.5             # > 1 + 1/beta = 1.25 for Matern-3/2: grid-uniform ICLP bound (MATH.md §9)",
+                  "eta: 1.5             # > 1 + 1/beta = 1.25 for Matern-3/2 keeps the ICLP noise bounded as the grid is refined "
+                  "(MATH.md §9; `fdp plan` warns at or below it)",
                   "psi: auto            # PUBLIC rule tuning.erm.psi.risk_prior@1 (no data, no budget): the psi that "
                   "minimises the expected noise (falls as psi grows) + smoothing bias (grows with psi) for "
                   + ("a function of size 0.5 x label_bound" if loss == "ridge" else "a decision function of size 1")

@@ -26,6 +26,7 @@ from fdp.tasks.planning import (
     build_plan,
     count_config_units,
     covariance_centering_check,
+    erm_eta_warning,
     fosr_coefficients_balanced,
     tau_search_range,
     with_bias_note,
@@ -187,7 +188,8 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
         rows.append(row)
     warnings = [f"at epsilon {', '.join(f'{e:g}' for e in eps_list)}: {text}" for text, eps_list in per_epsilon.items()]
     warnings += [w for w in (zero_records_warning(config, zero), out_of_scale_warning(config, outside),
-                             covariates_averaged_warning(config, inputs), point_scale_warning(config, inputs))
+                             covariates_averaged_warning(config, inputs), point_scale_warning(config, inputs),
+                             erm_eta_warning(config))
                  if w is not None]
     ds = config.dataset
     assumptions = [

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from fdpcore.basis.grids import Grid, make_grid
+from fdpcore.basis.kernels import decay_rate, kernel_spec
 from fdpcore.errors import FdpError, PrivacyParameterError
 from fdpcore.io.eigencache import enable_disk_cache
 from fdpcore.io.tables import count_units
@@ -39,7 +40,7 @@ from fdpcore.summaries.mean import auto_public_choices, candidate_plans, iclp_qr
 __all__ = [
     "Accuracy", "BAND_LEVEL", "accuracy", "alignment_requirement", "alignment_rule", "auto_options", "build_plan",
     "count_config_units", "count_units_of_file", "covariance_centering_check", "covariance_plan", "curve_error_text",
-    "end_gap", "erm_plan", "expected_l2_error", "fosr_balanced_t1", "fosr_coefficients_balanced", "fosr_plan", "fpca_plan", "grid_ends", "kde_plan", "least_epsilon",
+    "end_gap", "erm_eta_warning", "erm_plan", "expected_l2_error", "fosr_balanced_t1", "fosr_coefficients_balanced", "fosr_plan", "fpca_plan", "grid_ends", "kde_plan", "least_epsilon",
     "mean_plan", "mean_public_choices", "noise_band", "point_axes", "point_error_text", "point_value_units",
     "public_choices", "public_reference", "release_grid", "resolution", "tau_public_choices", "tau_search_range", "unaligned_contribution",
 ]
@@ -354,6 +355,32 @@ def erm_plan(config: Any, n: int) -> Any:
     return plan_erm_release(point_axes(config), config.kernel, n=n, epsilon=p.epsilon, loss=config.loss, psi=config.psi,
                             eta=config.eta, mechanism=config.mechanism, label_bound=config.label_bound,
                             tolerance=config.tolerance, delta=p.delta, calibration=p.calibration, secure=True)
+
+
+def erm_eta_warning(config: Any) -> str | None:
+    """A warning when an ICLP ERM's ``eta`` is at most ``1 + 1/beta`` (MATH.md §9; public config only).
+
+    The ICLP sensitivity is the RKHS bound times ``sqrt(tr C^(eta-1))`` (formula ``sensitivity.erm.iclp_one_c@1``): exact on
+    the grid, so the release is private for any ``eta >= 1``, but the trace grows without bound with the grid's size
+    unless ``eta > 1 + 1/beta`` (for a tensor kernel too: its trace is the product of the axes'). A Matern kernel's
+    ``beta`` is ``2 nu + 1``; the exponential's 2; a Gaussian kernel decays faster than any power (no warning).
+
+    >>> class C: summary, mechanism, eta, kernel = "erm", "iclp", 1.1, {"name": "matern", "nu": 1.5, "rho": 0.2}
+    >>> erm_eta_warning(C()).split(":")[0]
+    'eta 1.1 is at most 1 + 1/beta = 1.25 (matern kernel'
+    """
+    if config.summary != "erm" or config.mechanism != "iclp":
+        return None
+    spec = kernel_spec(config.kernel)
+    if spec.name == "gaussian":
+        return None
+    least = 1.0 + 1.0 / decay_rate(spec)
+    if config.eta > least:
+        return None
+    return (f"eta {config.eta:g} is at most 1 + 1/beta = {least:g} ({spec.name} kernel: beta {decay_rate(spec):g}): the "
+            "ICLP noise is exact on this grid, so the release is private, but it is proportional to "
+            "sqrt(tr C^(eta - 1)), which grows without bound as the grid is refined; with eta above "
+            f"{least:g} it stays bounded (MATH.md §9). `fdp plan` prices the noise at this eta and grid")
 
 
 def build_plan(config: Any, n: int) -> Any:

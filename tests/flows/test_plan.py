@@ -509,3 +509,16 @@ def test_the_resolution_is_the_domain_over_the_components_kept_at_least_half_and
     assert main(["plan", str(cfg), "--epsilon", "1"]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("  resolution: "))
     assert f"{report['rows'][0]['resolution']:.3g} at epsilon 1 " in line and "half_hour's units" in line
+
+
+def test_plan_warns_when_an_iclp_erm_eta_is_not_above_one_plus_one_over_beta(tmp_path: Path) -> None:
+    """Trial M L5: eta 1.1 with a Matern-3/2 kernel (beta 4) was accepted without a word (MATH.md §9)."""
+    def warnings(**overrides: object) -> list[str]:
+        return plan_report(write_config(tmp_path, REPO / "examples" / "erm_ridge.yaml", **overrides), [1.0],
+                           None)["warnings"]
+
+    low = [w for w in warnings(eta=1.1) if w.startswith("eta 1.1 is at most 1 + 1/beta")]
+    assert len(low) == 1 and "= 1.25 (matern kernel: beta 4)" in low[0] and "private" in low[0]
+    assert [w for w in warnings(eta=1.25) if w.startswith("eta 1.25 is at most")]  # the boundary: tr C^0.25 ~ log K
+    assert not [w for w in warnings(eta=1.3) if w.startswith("eta ")]
+    assert not [w for w in warnings(eta=1.1, mechanism="gp", privacy__delta=1e-6) if w.startswith("eta ")]
