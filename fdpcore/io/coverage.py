@@ -30,7 +30,7 @@ def units_without_usable_rows(table: LongTable, time_domain: tuple[float, float]
     times = np.asarray(table.times, dtype=np.float64)
     values = np.asarray(table.values, dtype=np.float64)
     usable = np.isfinite(times) & np.isfinite(values) & (times >= a) & (times <= b)
-    units = np.asarray(table.units)
+    units = table.units.codes if isinstance(table.units, pd.Categorical) else np.asarray(table.units)
     n_units = len(pd.unique(pd.Series(units)))
     n_usable = len(pd.unique(pd.Series(units[usable])))
     return int(n_units - n_usable)

@@ -182,3 +182,60 @@ def test_end_gap_is_validated_and_weekly_readings_align_within_one_grid_step() -
     for bad in (-0.1, float("nan"), float("inf")):
         with pytest.raises(preprocess.DomainError, match="max_gap"):
             align_long([0, 0], [0.0, 1.0], [1.0, 2.0], grid, max_gap=bad)
+
+
+@settings(max_examples=200, deadline=None)
+@given(frame=frames(), k=st.integers(2, 6))
+def test_categorical_ids_align_exactly_as_the_same_ids_as_objects(frame: tuple, k: int) -> None:  # type: ignore[type-arg]
+    """fdpcore.io.tables.compact_ids hands text ids over as a pandas Categorical (one code per row): the records, their
+    order and their unit ids must be those of the same ids as a NumPy object array, bit for bit."""
+    u, t, v, c = frame
+    u = np.array([str(x) for x in u], dtype=object)  # a text column of a file
+    cat = pd.Categorical(u, categories=list(dict.fromkeys(reversed(u.tolist()))))  # categories in file order, unsorted
+    cc = None if c is None else pd.Categorical(c)
+    grid = midpoint_grid(k)
+    as_objects, as_codes = align_long(u, t, v, grid, curves=c), align_long(cat, t, v, grid, curves=cc)
+    assert _bits(as_codes) == _bits(as_objects)
+    assert as_codes.unit_ids == as_objects.unit_ids and all(type(x) is str for x in as_codes.unit_ids)
+
+
+def test_categorical_ids_with_unused_categories_and_missing_ids() -> None:
+    grid = midpoint_grid(3)
+    cat = pd.Categorical(["b", "a", "b", "a"], categories=["z", "b", "a"])  # 'z' in the dictionary, in no row
+    a = align_long(cat, [0.0, 0.0, 1.0, 1.0], [1.0, 2.0, 3.0, 4.0], grid)
+    assert a.unit_ids == ("a", "b") and a.n_samples == 2
+    with pytest.raises(preprocess.DomainError, match="missing ids"):
+        preprocess._codes(pd.Categorical(["a", None]), "units")
+
+
+@settings(max_examples=200, deadline=None)
+@given(frame=frames())
+def test_merge_duplicates_averages_each_key_in_a_row_order_free_way(frame: tuple) -> None:  # type: ignore[type-arg]
+    """The general path's merge: one row per (unit, curve, t) holding the mean of its rows (against pandas), the same
+    bits whatever the row order."""
+    u, t, v, c = frame
+    fin = np.isfinite(t) & np.isfinite(v) & (np.abs(v) < 1e300)
+    uc = preprocess._codes(u, "units")[0][fin]
+    cc = np.zeros_like(uc) if c is None else preprocess._codes(c, "curves")[0][fin]
+    t, v = t[fin] + 0.0, v[fin]
+    mu, mc, mt, mv, merged = preprocess._merge_duplicates(uc, cc, t, v)
+    ref = pd.DataFrame({"u": uc, "c": cc, "t": t, "v": v}).groupby(["u", "c", "t"], sort=True)["v"].mean()
+    assert merged == uc.size - len(ref)
+    assert list(zip(mu.tolist(), mc.tolist(), mt.tolist(), strict=True)) == list(ref.index)
+    np.testing.assert_allclose(mv, ref.to_numpy(), rtol=1e-12, atol=1e-300)
+    perm = np.random.default_rng(uc.size).permutation(uc.size)
+    again = preprocess._merge_duplicates(uc[perm], cc[perm], t[perm], v[perm])
+    assert all(np.array_equal(x, y) for x, y in zip(again[:4], (mu, mc, mt, mv), strict=True))
+
+
+@settings(max_examples=150, deadline=None)
+@given(frame=frames(), k=st.integers(2, 6), per_block=st.integers(1, 3))
+def test_alignment_in_blocks_of_curves_equals_one_block_bit_for_bit(frame: tuple, k: int, per_block: int) -> None:  # type: ignore[type-arg]
+    """_align_codes works through blocks of ALIGN_BLOCK grid values; any block size gives the same records."""
+    u, t, v, c = frame
+    grid = midpoint_grid(k)
+    with mock.patch.object(preprocess, "ALIGN_BLOCK", 2**40):
+        whole = align_long(u, t, v, grid, curves=c)
+    with mock.patch.object(preprocess, "ALIGN_BLOCK", per_block * k):
+        blocks = align_long(u, t, v, grid, curves=c)
+    assert _bits(blocks) == _bits(whole)
