@@ -337,9 +337,8 @@ def _init(args: argparse.Namespace) -> int:
         max_end_gap=args.max_end_gap, csv_delimiter=args.csv_delimiter,
     )
     import yaml
-    from fdp.flows.zero_records import count_zero_records, zero_records_warning
-    from fdp.tasks.preflight import covariates_averaged_warning, read_inputs
-    from fdp.tasks.scale_check import count_out_of_scale, out_of_scale_warning, point_scale_warning
+    from fdp.flows.plan_command import data_warnings
+    from fdp.tasks.preflight import read_inputs
 
     # the data read as `fdp plan` and `fdp release` will read it: what they would refuse (a text label, a column of
     # text, no unit alignable on --time-domain) is refused here, before a config is written; the same read counts
@@ -347,11 +346,8 @@ def _init(args: argparse.Namespace) -> int:
     # never written into the config)
     config = SUMMARIES[args.summary].config_model.model_validate(yaml.safe_load(text))
     inputs = read_inputs(config, str(out.parent if out is not None else Path.cwd()))
-    for warning in (zero_records_warning(config, count_zero_records(config, inputs)),
-                    out_of_scale_warning(config, count_out_of_scale(config, inputs)),
-                    covariates_averaged_warning(config, inputs), point_scale_warning(config, inputs)):
-        if warning is not None:
-            print(f"fdp: warning: {warning}", file=sys.stderr)
+    for warning in data_warnings(config, inputs):
+        print(f"fdp: warning: {warning}", file=sys.stderr)
     if out is None:
         print(text, end="")
         return EXIT_OK
@@ -420,11 +416,12 @@ def _preflight(config_path: Path, out: str | None, ledger_url: str | None, relea
     _check_writable(out_dir)
     if not _is_published_rerun(url, rid, config):  # a re-run of a published id never needs (or reads) the data
         _check_dataset_path(config, config_path)
-        from fdp.tasks.preflight import check_inputs  # loaded on use: budget/audit/schema stay light
+        from fdp.flows.plan_command import check_release_plan, data_warnings  # loaded on use: budget/audit stay light
+        from fdp.tasks.preflight import read_inputs
 
-        check_inputs(config, str(config_path.resolve().parent))  # row numbers: terminal only, not Prefect
-        from fdp.flows.plan_command import check_release_plan
-
+        inputs = read_inputs(config, str(config_path.resolve().parent))  # row numbers: terminal only, not Prefect
+        for warning in data_warnings(config, inputs):  # data, before any charge or noise: this terminal only
+            print(f"fdp: warning: {warning}", file=sys.stderr)
         check_release_plan(config, config_path)  # tau/value_offset: auto that n * epsilon cannot pay for: exit 2
     _note_new_ledger(url, config)
     return config, url, rid, out_dir

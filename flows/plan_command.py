@@ -17,7 +17,7 @@ from urllib.parse import quote
 
 from fdp.flows.config import format_validation_error, load_config
 from fdp.flows.registry import SUMMARIES
-from fdp.flows.zero_records import count_zero_records, zero_records_warning
+from fdp.flows.zero_records import ZeroRecords, count_zero_records, zero_records_warning
 from fdp.tasks._publish import LOW_TAU_LEVEL, LOW_TAU_SUMMARIES, clip_target, low_level_text
 from fdp.tasks.planning import (
     accuracy,
@@ -31,8 +31,8 @@ from fdp.tasks.planning import (
     tau_search_range,
     with_bias_note,
 )
-from fdp.tasks.preflight import covariates_averaged_warning, read_inputs
-from fdp.tasks.scale_check import count_out_of_scale, out_of_scale_warning, point_scale_warning
+from fdp.tasks.preflight import Inputs, covariates_averaged_warning, read_inputs
+from fdp.tasks.scale_check import OutOfScale, count_out_of_scale, out_of_scale_warning, point_scale_warning
 from pydantic import ValidationError
 
 from fdpcore.errors import ConfigError, FdpError, LedgerError
@@ -151,6 +151,7 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
     # data, before any noise: for this terminal (and --json) only, never published, stored or logged
     zero = count_zero_records(config, inputs)
     outside = count_out_of_scale(config, inputs)
+    from_data = data_warnings(config, inputs, zero, outside)
     budget = _budget(ledger_url, config)
     rows: list[dict[str, Any]] = []
     per_epsilon: dict[str, list[float]] = {}  # a warning's text -> the epsilons it holds at (said once)
@@ -187,10 +188,7 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
         row["budget_short"] = short
         rows.append(row)
     warnings = [f"at epsilon {', '.join(f'{e:g}' for e in eps_list)}: {text}" for text, eps_list in per_epsilon.items()]
-    warnings += [w for w in (zero_records_warning(config, zero), out_of_scale_warning(config, outside),
-                             covariates_averaged_warning(config, inputs), point_scale_warning(config, inputs),
-                             erm_eta_warning(config))
-                 if w is not None]
+    warnings += from_data + [w for w in (erm_eta_warning(config),) if w is not None]
     ds = config.dataset
     assumptions = [
         "n counts the privacy units in the data file (public under the replace-one adjacency); the file is read only to "
@@ -240,6 +238,21 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
         "out_of_scale": None if outside is None else outside.as_dict(),
         "covariates_averaged": inputs.covariates_averaged,
     }
+
+
+def data_warnings(config: Any, inputs: Inputs, zero: ZeroRecords | None = None,
+                  outside: OutOfScale | None = None) -> list[str]:
+    """The warnings read off the data: zero records, records outside the public scale, covariates averaged within
+    units, KDE/ERM points outside their domain or labels (``zero``/``outside``: the counts, if already made).
+
+    Data read before any noise: ``fdp init``, ``fdp plan`` and ``fdp release`` (before it charges, before Prefect
+    starts) print them on the operator's terminal only; never published, stored or logged.
+    """
+    zero = count_zero_records(config, inputs) if zero is None else zero
+    outside = count_out_of_scale(config, inputs) if outside is None else outside
+    found = (zero_records_warning(config, zero), out_of_scale_warning(config, outside),
+             covariates_averaged_warning(config, inputs), point_scale_warning(config, inputs))
+    return [w for w in found if w is not None]
 
 
 def _fmt(x: Any, spec: str = ".4g") -> str:

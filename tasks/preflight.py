@@ -1,6 +1,6 @@
 """Input checks run by ``fdp plan`` and by ``fdp release`` before any Prefect run exists (plain functions, no tasks).
 
-:func:`check_inputs` reads the data file with the very readers the release uses (memory engine), so a
+:func:`read_inputs` reads the data file with the very readers the release uses (memory engine), so a
 misspelled column, text in a numeric column or a missing unit id is refused by ``fdp plan`` exactly as
 ``fdp release`` would refuse it, and ``fdp release`` refuses it in seconds, before Prefect's server boots,
 with one clean message (not Prefect's task-failure logs). The default handling of a bad record is
@@ -27,7 +27,7 @@ from fdpcore.io.covariates import read_unit_covariates
 from fdpcore.io.points import PointTable, read_point_table
 from fdpcore.io.tables import LongTable, read_long_table
 
-__all__ = ["Inputs", "check_inputs", "read_and_align", "read_inputs"]
+__all__ = ["Inputs", "read_and_align", "read_inputs"]
 
 
 def read_and_align(config: Any, config_dir: str, value_offset: float | None = None) -> tuple[LongTable, AlignedCurves, int]:
@@ -105,16 +105,10 @@ def covariates_averaged_warning(config: Any, inputs: Inputs) -> str | None:
             "covariates_within_unit: error refuses such a file, naming the column and row (docs/summaries/fosr.md)")
 
 
-def check_inputs(config: Any, config_dir: str) -> int | None:
-    """Raise :class:`fdpcore.errors.DataError` (naming the file, column and row) where the release's reader would.
-
-    Returns ``n`` (the privacy units of the table it read), or ``None`` for a streaming engine's curves (not read).
-    """
-    return read_inputs(config, config_dir).n
-
-
 def read_inputs(config: Any, config_dir: str) -> Inputs:
-    """:func:`check_inputs`, keeping what it read (one read serves the check and ``fdp plan``'s zero-record count)."""
+    """Raise :class:`fdpcore.errors.DataError` (naming the file, column and row) where the release's reader would;
+    else what it read (``n``: ``None`` for a streaming engine's curves, not read here), for the data warnings of
+    ``fdp init``, ``fdp plan`` and ``fdp release`` (:func:`fdp.flows.plan_command.data_warnings`)."""
     ds = config.dataset
     path = Path(ds.path) if Path(ds.path).is_absolute() else Path(config_dir) / ds.path
     memory = getattr(getattr(config, "engine", None), "name", "memory") == "memory"

@@ -16,7 +16,9 @@ import numpy as np
 import pandas as pd
 import pytest
 from fdp.flows.cli import main
-from flow_support import release
+from fdp.flows.config import load_config
+from fdp.tasks._publish import artifact_prefix
+from flow_support import artifacts, release
 
 
 def _data(tmp_path: Path, *, level: float, n: int = 40) -> Path:
@@ -90,18 +92,26 @@ def test_a_public_tau_is_the_radius_and_a_quarter_is_the_threshold(tmp_path: Pat
     assert "have a norm above clipping.tau = 150," in warned and "lands anywhere" not in warned
 
 
-def test_a_release_publishes_no_out_of_scale_count(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """The count stays on the plan's terminal: the release folder and the release's own output never carry it."""
+def test_a_release_warns_on_its_terminal_and_publishes_no_out_of_scale_count(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Trial N: a user who skipped `fdp plan` spent epsilon on values in the wrong units without a word. `fdp release`
+    prints the plan's warning on stderr before it charges; the release folder, its stdout and Prefect's artifacts
+    never carry the count."""
     config, _ = _init(tmp_path, _data(tmp_path, level=4000.0), capsys, scale="20")
+    plan_lines = _scale_lines(_plan(config, tmp_path, capsys))
     assert release(config, tmp_path / "out", f"sqlite:///{tmp_path / 'l.sqlite'}", "units-1") == 0
     printed = capsys.readouterr()
-    assert not _scale_lines(printed.out + printed.err)
+    (warned,) = _scale_lines(printed.err)
+    assert warned == "fdp: warning: " + plan_lines[0].strip().removeprefix("warning: ")
+    assert not _scale_lines(printed.out)
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert "out_of_scale" not in manifest
     for f in (tmp_path / "out").rglob("*"):
         if f.suffix in (".json", ".md", ".txt", ".csv"):
             text = f.read_text()
             assert "out_of_scale" not in text and "aligned records" not in text, f
+    notes = artifacts(f"{artifact_prefix(load_config(config))}-release-note")
+    assert notes and not any("aligned records" in n for n in notes)
 
 
 def test_a_far_too_generous_value_scale_is_warned_below_the_tau_range(tmp_path: Path,
