@@ -168,7 +168,7 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
                 row["with_bias_note"] = with_bias_note(cfg, plan)
             alternative = _fixed_tau_alternative(cfg, n, row)  # priced once: the break-even and the warning
             row["tau_break_even"] = _break_even_of(cfg, row, alternative)
-            found = [low_tau_warning(cfg, row, n, alternative),
+            found = [low_tau_warning(cfg, row, n, alternative), fpca_shortfall_warning(cfg, row),
                      covariance_centering_check(cfg, n, ro_url) if cfg.summary == "covariance" else None]
             for text in filter(None, found):
                 per_epsilon.setdefault(text, []).append(eps)
@@ -229,6 +229,7 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
     return {
         "config": str(path), "summary": config.summary, "dataset_id": ds.id, "n": n,
         "coefficient_names": config.coefficient_names() if config.summary == "fosr" else None,
+        "n_basis": config.basis.n_basis if config.summary == "fpca" else None,
         "privacy_unit": ds.privacy_unit, "config_epsilon": config.privacy.epsilon,
         "time_column": getattr(ds, "time_column", None), "value_column": getattr(ds, "value_column", None),
         "value_scale": getattr(ds, "value_scale", None), "value_offset": getattr(ds, "value_offset", None),
@@ -317,7 +318,14 @@ def print_plan(report: dict[str, Any]) -> None:
               "bias depends on the unknown data, and clipping below the largest record adds its own): what the tuning "
               "minimises, so it falls as epsilon grows even where the noise alone does not")
     resolved = [(r["epsilon"], r["resolution"]) for r in report["rows"] if r.get("resolution") is not None]
-    if resolved:
+    if resolved and fpca:
+        unit = report.get("time_column") or "time"
+        print(f"  resolution: the components are combinations of the basis's {report['n_basis']} functions; the "
+              f"shortest feature (one peak or dip) they can hold is about {resolved[0][1]:.3g} in {unit}'s units "
+              "(time_domain / basis.n_basis); finer structure of the true components is lost and 'E shortfall' is "
+              "measured against the best subspace of the basis, not of all curves: raise basis.n_basis for finer "
+              "components (the shortfall grows with k (m - k))")
+    elif resolved:
         unit = report.get("time_column") or "time"
         print("  resolution: the shortest feature (one peak or dip, half a cycle) the release keeps at least half of, "
               f"in {unit}'s units: " + ", ".join(f"{x:.3g} at epsilon {e:g}" for e, x in resolved)
@@ -438,6 +446,17 @@ def low_tau_warning(config: Any, row: dict[str, Any], n: int, alternative: dict[
             + " (the level rises with n * epsilon); levers: more epsilon, a public clipping.tau if a tight "
             "a-priori bound on the norms is known, a public reference curve close to the expected mean ("
             + ("centering.reference)" if config.summary == "covariance" else "centering)") + fixed)
+
+
+def fpca_shortfall_warning(config: Any, row: dict[str, Any]) -> str | None:
+    """An FPCA row whose expected energy shortfall is at least ``tau^2``, the bound on a record's energy (trial N: k = 11
+    of m = 12 planned 397 % of it without a word): no record's captured energy can exceed it, so the release is about
+    as informative as draws of the base measure. Public inputs only."""
+    if config.summary != "fpca" or row.get("relative_error") is None or row["relative_error"] < 1.0:
+        return None
+    return (f"the expected energy shortfall is {row['relative_error']:.3g} x tau^2, the bound on a record's energy: the "
+            f"{config.n_components} components are about as informative as draws of the base measure; release fewer "
+            "components (n_components), use a smaller basis or more epsilon (docs/summaries/fpca.md)")
 
 
 def fosr_floor_warning(floor: float, n: int) -> str:

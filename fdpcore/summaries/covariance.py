@@ -561,9 +561,9 @@ def release_covariance(
         kernel: noise kernel mapping, e.g. ``{"name": "matern", "nu": 1.5, "rho": 0.1}``.
         centering: ``"public"`` (``center``, default the zero curve) or ``"sample_mean"``.
         center: the public centre on the grid (must not be computed from ``curves``).
-        eta: fixed regularisation, or a PSS rule (default ``exact_balanced``).
+        eta: fixed regularisation ``(eta, psi)``; ``None`` for both lets ``tuning`` choose.
         psi: see ``eta``.
-        tuning: see ``eta``.
+        tuning: a PSS rule of MATH.md §5.1 or ``"risk_prior"``; default ``risk_prior``, as ``fdp release``.
         psd: project each released surface onto PSD operators (post-processing).
         draws: independent draws, each a separate ``epsilon``-DP release.
         secure: OpenDP samplers; ``False`` uses NumPy (simulations only).

@@ -522,3 +522,24 @@ def test_plan_warns_when_an_iclp_erm_eta_is_not_above_one_plus_one_over_beta(tmp
     assert [w for w in warnings(eta=1.25) if w.startswith("eta 1.25 is at most")]  # the boundary: tr C^0.25 ~ log K
     assert not [w for w in warnings(eta=1.3) if w.startswith("eta ")]
     assert not [w for w in warnings(eta=1.1, mechanism="gp", privacy__delta=1e-6) if w.startswith("eta ")]
+
+
+def test_fpca_plan_states_the_basis_resolution_and_warns_when_the_shortfall_exceeds_a_records_energy(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Trial N: the default 5-function basis held a daily shape 22 degrees off its principal components while 'E
+    shortfall' (against the basis) looked small, and k = 11 of m = 12 planned 397 % of tau^2 without a word."""
+    cfg = write_config(tmp_path, REPO / "examples" / "growth_fpca.yaml")
+    ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
+    assert main(["plan", str(cfg), "--epsilon", "1", "--ledger", ledger]) == 0
+    out = capsys.readouterr().out
+    (line,) = [ln for ln in out.splitlines() if ln.strip().startswith("resolution:")]
+    assert "basis's 5 functions" in line and "about 3.4 in age_years's units" in line  # ages 1-18 over 5 functions
+    assert "expected energy shortfall is" not in out
+    report = _plan_json(capsys, str(cfg), "--epsilon", "1", "--epsilon", "0.25", "--ledger", ledger)
+    assert [r["resolution"] for r in report["rows"]] == [pytest.approx(17 / 5)] * 2
+    wide = write_config(tmp_path, REPO / "examples" / "growth_fpca.yaml", n_components=3, basis__n_basis=12)
+    report = _plan_json(capsys, str(wide), "--epsilon", "0.25", "--epsilon", "4", "--ledger", ledger)
+    rel = {r["epsilon"]: r["relative_error"] for r in report["rows"]}
+    assert rel[0.25] >= 1.0 > rel[4.0]  # k (m - k) tau^2 / (n epsilon_step): 27 / (93 x ~0.2) against 27 / (93 x ~3.9)
+    (warned,) = [w for w in report["warnings"] if "expected energy shortfall is" in w]
+    assert warned.startswith("at epsilon 0.25: the expected energy shortfall is") and "3 components" in warned
