@@ -464,7 +464,9 @@ def fosr_floor_warning(floor: float, n: int) -> str:
     return (f"the coefficients are T1~^+ T2~ with the eigenvalues of the released design moments T1 raised to at least "
             f"rho = {floor:.3g}: a covariate direction with less weight than rho is shrunk towards 0 and its "
             f"coefficient curve is biased and unreliable — with one-hot covariates, any level held by fewer than "
-            f"rho x n = {floor * n:.3g} of the {n} units; more epsilon lowers rho. The stated error is the T2 noise only: "
+            f"rho x n = {floor * n:.3g} of the {n} units, and at risk up to about twice that (with an intercept a "
+            "level's direction weighs less than its share of the units, and T1's noise moves it); more epsilon lowers "
+            "rho. The stated error is the T2 noise only: "
             "the coefficients' error is larger (the inverse of T1 amplifies it)")
 
 

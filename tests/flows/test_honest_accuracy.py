@@ -169,6 +169,7 @@ def test_a_fosr_release_prints_the_plans_warning_before_the_charge_and_names_its
     out, err = capsys.readouterr()
     warning = next(x for x in err.splitlines() if x.startswith("fdp: warning: the coefficients are"))
     assert f"rho = {floor:.3g}" in warning and f"rho x n = {floor * 93:.3g} of the 93 units" in warning
+    assert "at risk up to about twice that" in warning  # trial N: a level at 1.4 rho x n kept 5 %
     assert err.index(warning) < err.index("budget charged")
     (line,) = [x for x in out.splitlines() if x.startswith("  accuracy:  ")]
     assert "expected L2 error of the T2 (cross-moment) noise" in line
