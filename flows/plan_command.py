@@ -243,9 +243,10 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
 
 def data_warnings(config: Any, inputs: Inputs, zero: ZeroRecords | None = None,
                   outside: OutOfScale | None = None) -> list[str]:
-    """The warnings read off the data: zero records, records outside the public scale, covariates averaged within
-    units, KDE/ERM points outside their domain or labels (``zero``/``outside``: the counts, if already made).
+    """The warnings read off the data, for the operator's terminal only.
 
+    Zero records, records outside the public scale, covariates averaged within units, KDE/ERM points outside their
+    domain or labels (``zero``/``outside``: the counts, if already made).
     Data read before any noise: ``fdp init``, ``fdp plan`` and ``fdp release`` (before it charges, before Prefect
     starts) print them on the operator's terminal only; never published, stored or logged.
     """
@@ -449,9 +450,11 @@ def low_tau_warning(config: Any, row: dict[str, Any], n: int, alternative: dict[
 
 
 def fpca_shortfall_warning(config: Any, row: dict[str, Any]) -> str | None:
-    """An FPCA row whose expected energy shortfall is at least ``tau^2``, the bound on a record's energy (trial N: k = 11
-    of m = 12 planned 397 % of it without a word): no record's captured energy can exceed it, so the release is about
-    as informative as draws of the base measure. Public inputs only."""
+    """A warning for an FPCA row whose expected energy shortfall is at least ``tau^2``, a record's energy bound.
+
+    Trial N: k = 11 of m = 12 planned 397 % of it without a word. No record's captured energy can exceed ``tau^2``,
+    so the release is about as informative as draws of the base measure. Public inputs only.
+    """
     if config.summary != "fpca" or row.get("relative_error") is None or row["relative_error"] < 1.0:
         return None
     return (f"the expected energy shortfall is {row['relative_error']:.3g} x tau^2, the bound on a record's energy: the "

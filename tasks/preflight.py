@@ -106,9 +106,11 @@ def covariates_averaged_warning(config: Any, inputs: Inputs) -> str | None:
 
 
 def read_inputs(config: Any, config_dir: str) -> Inputs:
-    """Raise :class:`fdpcore.errors.DataError` (naming the file, column and row) where the release's reader would;
-    else what it read (``n``: ``None`` for a streaming engine's curves, not read here), for the data warnings of
-    ``fdp init``, ``fdp plan`` and ``fdp release`` (:func:`fdp.flows.plan_command.data_warnings`)."""
+    """What the release's readers read, or :class:`fdpcore.errors.DataError` (naming file, column and row) where they fail.
+
+    ``n`` is ``None`` for a streaming engine's curves (not read here); the rest serves the data warnings of ``fdp init``,
+    ``fdp plan`` and ``fdp release`` (:func:`fdp.flows.plan_command.data_warnings`).
+    """
     ds = config.dataset
     path = Path(ds.path) if Path(ds.path).is_absolute() else Path(config_dir) / ds.path
     memory = getattr(getattr(config, "engine", None), "name", "memory") == "memory"
