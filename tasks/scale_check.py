@@ -24,6 +24,8 @@ import numpy as np
 from fdp.tasks.planning import public_reference, release_grid, tau_search_range
 from fdp.tasks.preflight import CURVE_SUMMARIES, Inputs, UnitCount
 
+from fdpcore.data.preprocess import weighted_norms
+
 __all__ = ["OUT_OF_SCALE_WARN_SHARE", "OutOfScale", "count_out_of_scale", "out_of_scale_warning", "point_scale_warning"]
 
 #: The share of records above the largest tau the release can use from which ``fdp plan`` and ``fdp init`` warn
@@ -91,8 +93,9 @@ def count_out_of_scale(config: Any, inputs: Inputs) -> OutOfScale | None:
         return None
     reference = public_reference(config)
     if reference is not None:
-        x = x - reference[None, :]
-    norms = np.sqrt(np.sum(x * x * release_grid(config).weights, axis=1))
+        with np.errstate(over="ignore"):  # a record near the float range: its norm is then inf, counted above
+            x = x - reference[None, :]
+    norms = weighted_norms(x, release_grid(config).weights)  # no overflow of the squares (1e200 is a record too)
     ratio = norms / tau_max
     below = 0 if tau_min is None else int(np.sum(norms < tau_min * (1.0 - 1e-9)))
     return OutOfScale(count=int(np.sum(ratio > 1.0 + 1e-9)), n=int(x.shape[0]), tau_max=tau_max,

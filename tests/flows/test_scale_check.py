@@ -103,6 +103,7 @@ def test_a_release_warns_on_its_terminal_and_publishes_no_out_of_scale_count(
     printed = capsys.readouterr()
     (warned,) = _scale_lines(printed.err)
     assert warned == "fdp: warning: " + plan_lines[0].strip().removeprefix("warning: ")
+    assert printed.err.index(warned) < printed.err.index("budget charged")  # said before anything is spent
     assert not _scale_lines(printed.out)
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert "out_of_scale" not in manifest

@@ -91,12 +91,16 @@ def test_init_warns_on_stderr_and_writes_no_count_into_the_config(tmp_path: Path
     assert "30 of 40" not in config.read_text() and "zero record (" not in config.read_text()
 
 
-def test_a_release_publishes_no_zero_record_count(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """The count stays on the plan's terminal: the release folder and the release's own output never carry it."""
-    config, _ = _init(tmp_path, _data(tmp_path, dense=10, sparse=30), capsys)
+def test_a_release_warns_on_its_terminal_and_publishes_no_zero_record_count(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The count is said on stderr before the charge (as by `fdp plan`; trial N); the release folder and stdout never
+    carry it."""
+    config, err = _init(tmp_path, _data(tmp_path, dense=10, sparse=30), capsys)
     assert release(config, tmp_path / "out", f"sqlite:///{tmp_path / 'l.sqlite'}", "sparse-1") == 0
     printed = capsys.readouterr()
-    assert not _zero_lines(printed.out + printed.err)
+    assert _zero_lines(printed.err) == _zero_lines(err) and len(_zero_lines(err)) == 1  # the words of fdp init
+    assert printed.err.index(_zero_lines(err)[0]) < printed.err.index("budget charged")
+    assert not _zero_lines(printed.out)
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert "zero_records" not in manifest
     for f in (tmp_path / "out").rglob("*"):
