@@ -367,25 +367,21 @@ class Ledger:
         self.url = url or default_ledger_url()
         self.read_only = read_only
         self.engine = _engine(self.url, read_only=read_only)
-        for attempt in range(5):
-            try:
-                self._open()
-                break
-            except (sa.exc.IntegrityError, sa.exc.ProgrammingError):
-                if attempt == 4:  # pragma: no cover - concurrent creation kept failing
-                    raise LedgerError(f"ledger {self._safe_url()} could not be created; try again") from None
-            except sa.exc.OperationalError as exc:
-                if "already exists" in str(exc) and attempt < 4:
-                    continue  # another process created the tables first
-                if "not a database" in str(exc) or "malformed" in str(exc):
-                    raise self._not_a_ledger("its file is not an SQLite database") from None
-                if "readonly database" in str(exc) or _sqlite_not_writable(self.url):  # mode bits, chattr +i, directory
-                    raise self._not_writable() from None
-                raise LedgerError(
-                    f"ledger {self._safe_url()} cannot be opened ({_first_line(exc)}); check --ledger / FDP_LEDGER_URL"
-                ) from None
-            except sa.exc.DatabaseError as exc:  # e.g. random bytes or text where the SQLite file should be
-                raise self._not_a_ledger(f"{_first_line(exc.orig if exc.orig is not None else exc)}") from None
+        try:
+            self._open()  # a new ledger's schema is created by one opener while the others wait (_create_if_new)
+        except (sa.exc.IntegrityError, sa.exc.ProgrammingError) as exc:
+            raise LedgerError(f"ledger {self._safe_url()} could not be opened or created ({_first_line(exc)}); check "
+                              "--ledger / FDP_LEDGER_URL and the database user's rights") from None
+        except sa.exc.OperationalError as exc:
+            if "not a database" in str(exc) or "malformed" in str(exc):
+                raise self._not_a_ledger("its file is not an SQLite database") from None
+            if "readonly database" in str(exc) or _sqlite_not_writable(self.url):  # mode bits, chattr +i, directory
+                raise self._not_writable() from None
+            raise LedgerError(
+                f"ledger {self._safe_url()} cannot be opened ({_first_line(exc)}); check --ledger / FDP_LEDGER_URL"
+            ) from None
+        except sa.exc.DatabaseError as exc:  # e.g. random bytes or text where the SQLite file should be
+            raise self._not_a_ledger(f"{_first_line(exc.orig if exc.orig is not None else exc)}") from None
 
     def _not_writable(self) -> LedgerError:
         return LedgerError(f"ledger {self._safe_url()} is read-only for this process (file or directory permissions, or "
@@ -400,15 +396,9 @@ class Ledger:
         if self.read_only:
             self._check_readable()
             return
+        if self._create_if_new():
+            return
         with self.engine.begin() as conn:
-            if not sa.inspect(conn).has_table(_meta.name):
-                if sa.inspect(conn).get_table_names():
-                    raise self._not_a_ledger("the database has other tables but no fdp_meta")
-                _metadata.create_all(conn)
-                conn.execute(sa.insert(_meta).values(key="schema_version", value=str(SCHEMA_VERSION)))
-                conn.execute(sa.insert(_meta).values(key="audit_head", value=f"0:{GENESIS}"))
-                conn.execute(sa.insert(_meta).values(key="ledger_id", value=str(uuid.uuid4())))
-                return
             # serialise concurrent openers of an old database before reading its version
             conn.execute(sa.update(_meta).where(_meta.c.key == "schema_version").values(value=_meta.c.value))
             row = conn.execute(sa.select(_meta.c.value).where(_meta.c.key == "schema_version")).first()
@@ -422,6 +412,35 @@ class Ledger:
             if conn.execute(sa.select(_meta.c.key).where(_meta.c.key == "ledger_id")).first() is None:
                 conn.execute(sa.insert(_meta).values(key="ledger_id", value=str(uuid.uuid4())))
         self._migrate(version)
+
+    def _create_if_new(self) -> bool:
+        """Create the schema of an empty database in one transaction that excludes other openers; False if it exists.
+
+        PostgreSQL's DDL is transactional: an advisory lock serialises the openers. SQLite's Python driver runs each
+        ``CREATE TABLE`` in a transaction of its own, so a process opening the file meanwhile saw ``fdp_meta`` without
+        its version row (CI at f4936ea: "not an fdp ledger") and two creators could both create; here SQLite's
+        creation runs inside ``BEGIN IMMEDIATE`` (the write lock, waited for up to the driver's timeout of 60 s) on
+        an engine whose driver leaves the transactions to it (SQLAlchemy's documented pysqlite recipe).
+        """
+        sqlite = self.engine.dialect.name == "sqlite"
+        # (an engine made by a connection factory, a test's read-only file, keeps the driver's transactions)
+        engine = _transactional_ddl_engine(self.engine) if sqlite and self.engine.url.database else self.engine
+        try:
+            with engine.begin() as conn:
+                if not sqlite:
+                    conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _OPEN_LOCK_KEY})
+                if sa.inspect(conn).has_table(_meta.name):
+                    return False
+                if sa.inspect(conn).get_table_names():
+                    raise self._not_a_ledger("the database has other tables but no fdp_meta")
+                _metadata.create_all(conn)
+                conn.execute(sa.insert(_meta).values(key="schema_version", value=str(SCHEMA_VERSION)))
+                conn.execute(sa.insert(_meta).values(key="audit_head", value=f"0:{GENESIS}"))
+                conn.execute(sa.insert(_meta).values(key="ledger_id", value=str(uuid.uuid4())))
+                return True
+        finally:
+            if engine is not self.engine:
+                engine.dispose()
 
     def _check_readable(self) -> None:
         """A read-only open: the ledger must exist and be at this code's schema version; nothing is written."""
@@ -1511,6 +1530,30 @@ def _version(row: Any, not_a_ledger: Any) -> int:
         return int(row[0])
     except (TypeError, ValueError):
         raise not_a_ledger("its schema version is not a number") from None
+
+
+#: The PostgreSQL advisory lock key that serialises openers creating a ledger's schema ("fdpl").
+_OPEN_LOCK_KEY = 0x6664706C
+
+
+def _transactional_ddl_engine(engine: Engine) -> Engine:
+    """A second engine on ``engine``'s SQLite file whose transactions are ``BEGIN IMMEDIATE`` … ``COMMIT``, DDL included.
+
+    Python's sqlite3 driver commits before DDL and begins only before DML; with its own transaction handling switched
+    off and SQLAlchemy emitting ``BEGIN IMMEDIATE``, a transaction holds the write lock from its start and its
+    ``CREATE TABLE`` statements commit or roll back with it.
+    """
+    ddl = sa.create_engine(engine.url, connect_args={"timeout": 60}, poolclass=sa.pool.NullPool)
+
+    @sa.event.listens_for(ddl, "connect")
+    def _no_driver_transactions(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None
+
+    @sa.event.listens_for(ddl, "begin")
+    def _begin_immediate(conn: Connection) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return ddl
 
 
 def _engine(url: str, *, read_only: bool = False) -> Engine:

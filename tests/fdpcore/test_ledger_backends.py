@@ -149,3 +149,29 @@ def test_a_read_only_sqlite_ledger_is_named_as_read_only_and_left_unchanged(tmp_
     assert message == f"ledger {url} {READ_ONLY_MESSAGE}"
     assert "OperationalError" not in message and "FDP_LEDGER_URL" not in message
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+
+
+def _open_fresh(url: str, name: str, barrier) -> str:  # noqa: ANN001
+    barrier.wait()
+    try:
+        Ledger(url).set_budget(name, 1.0)
+        return "ok"
+    except LedgerError as exc:
+        return str(exc)
+
+
+def test_processes_opening_a_new_ledger_at_once_all_succeed_and_make_one_schema(ledger_url: str) -> None:
+    """CI at f4936ea: a process opening the SQLite ledger while another was creating it read 'not an fdp ledger (it has
+    no schema version)' (SQLite ran each CREATE TABLE in its own transaction, before the version row). Creation is one
+    transaction now, serialised between openers on both back ends."""
+    ctx = mp.get_context("spawn")
+    with ctx.Manager() as manager:
+        barrier = manager.Barrier(8)
+        with ctx.Pool(8) as pool:
+            results = pool.starmap(_open_fresh, [(ledger_url, f"ds{i}", barrier) for i in range(8)])
+    assert results == ["ok"] * 8
+    led = Ledger(ledger_url)
+    assert sorted(b.dataset_id for b in led.budgets()) == [f"ds{i}" for i in range(8)]
+    with led.engine.connect() as conn:
+        keys = [r[0] for r in conn.execute(sa.text("SELECT key FROM fdp_meta ORDER BY key"))]
+    assert keys.count("schema_version") == 1 and keys.count("ledger_id") == 1 and led.verify() == []
