@@ -56,7 +56,7 @@ def test_a_value_scale_in_the_wrong_units_is_warned_by_init_and_plan(tmp_path: P
     # GDP per capita around 4000 dollars; the user thought it was in thousands (offset 4, scale 20)
     config, err = _init(tmp_path, _data(tmp_path, level=4000.0), capsys, scale="20")
     (warned,) = _scale_lines(err)
-    assert warned.startswith("fdp: warning: 40 of 40 aligned records (100 %) have a norm above the upper end of "
+    assert warned.startswith("fdp: warning: 40 of 40 aligned records (100 %) have a norm more than 1 % above the upper end of "
                              "tau: auto's range (1, "), warned
     assert "is value_scale (20) in the units of gdp?" in warned
     assert "lands anywhere in it" in warned  # what it does to tau: auto
@@ -89,7 +89,7 @@ def test_a_public_tau_is_the_radius_and_a_quarter_is_the_threshold(tmp_path: Pat
     assert not _scale_lines(_plan(config, tmp_path, capsys))
     config, err = _init(tmp_path, data, capsys, scale="20", tau="150")  # radius 3000 dollars: most records above it
     (warned,) = _scale_lines(err)
-    assert "have a norm above clipping.tau = 150," in warned and "lands anywhere" not in warned
+    assert "have a norm more than 1 % above clipping.tau = 150," in warned and "lands anywhere" not in warned
 
 
 def test_a_release_warns_on_its_terminal_and_publishes_no_out_of_scale_count(
@@ -191,3 +191,19 @@ def test_classifier_labels_coded_one_and_two_are_warned(tmp_path: Path, capsys: 
     assert _warned(_plan(config, tmp_path, capsys), "are +1")
     _, err = _init_points(tmp_path, _points(tmp_path, glucose=glucose, y=coded - 1), capsys, *args)  # 0/1: fine
     assert _warned(err, "labels (") == []
+
+
+@pytest.mark.parametrize(("level", "warned"), [(1.0, False), (1.0 + 1e-9, False), (1.005, False), (1.05, True)])
+def test_a_tight_bound_is_not_warned_of_but_records_shrunk_by_more_than_one_percent_are(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], level: float, warned: bool) -> None:
+    """Session 28: z-scored records (RMS exactly 1) at the recommended tau = 1 were all 'above' it by a rounding error;
+    a record counts from 1 % above the radius (it is then shrunk by more than 1 %)."""
+    path = tmp_path / "d.csv"
+    pd.DataFrame([{"unit": f"u{i}", "t": float(t), "v": level} for i in range(40) for t in range(11)]).to_csv(path,
+                                                                                                             index=False)
+    out = tmp_path / "c.yaml"
+    assert main(["init", str(path), "--unit", "unit", "--time", "t", "--value", "v", "--time-domain", "0", "10",
+                 "--grid-size", "11", "--value-offset", "0", "--value-scale", "1", "--tau", "1", "--out", str(out)]) == 0
+    assert bool(_scale_lines(capsys.readouterr().err)) is warned
+    report = json.loads(_plan(out, tmp_path, capsys, "--json"))
+    assert report["out_of_scale"]["count"] == (40 if warned else 0)
