@@ -422,7 +422,7 @@ def _preflight(config_path: Path, out: str | None, ledger_url: str | None, relea
         inputs = read_inputs(config, str(config_path.resolve().parent))  # row numbers: terminal only, not Prefect
         for warning in data_warnings(config, inputs):  # data, before any charge or noise: this terminal only
             print(f"fdp: warning: {warning}", file=sys.stderr)
-        check_release_plan(config, config_path)  # tau/value_offset: auto that n * epsilon cannot pay for: exit 2
+        check_release_plan(config, config_path, inputs.n)  # tau/value_offset: auto that n * epsilon cannot pay for: exit 2
     _note_new_ledger(url, config)
     return config, url, rid, out_dir
 

@@ -542,14 +542,14 @@ def release_warnings(config: Any, config_path: str | Path, ledger_url: str) -> l
     return warnings
 
 
-def check_release_plan(config: Any, config_path: str | Path) -> None:
+def check_release_plan(config: Any, config_path: str | Path, n: int | None = None) -> None:
     """``fdp release``'s pre-flight of a config that buys ``tau`` or ``value_offset``: its plan, as ``fdp plan`` builds it.
 
     Run before Prefect's server starts and before anything is charged. ``n`` counts the units of the data file
-    (the unit column only, as ``fdp plan``); a plan the epsilon cannot pay for raises
+    (the unit column only, as ``fdp plan``) unless the caller read it already; a plan the epsilon cannot pay for raises
     :class:`fdpcore.errors.PrivacyParameterError` with the least epsilon that suffices (exit 2). A config that buys
     nothing is left to the flow (its plan does not depend on ``n`` being large enough).
     """
     if not auto_options(config):
         return
-    build_plan(config, count_config_units(config, str(Path(config_path).resolve().parent)))
+    build_plan(config, n if n is not None else count_config_units(config, str(Path(config_path).resolve().parent)))

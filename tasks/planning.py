@@ -374,10 +374,11 @@ def erm_eta_warning(config: Any) -> str | None:
     spec = kernel_spec(config.kernel)
     if spec.name == "gaussian":
         return None
-    least = 1.0 + 1.0 / decay_rate(spec)
+    beta = decay_rate(spec)
+    least = 1.0 + 1.0 / beta
     if config.eta > least:
         return None
-    return (f"eta {config.eta:g} is at most 1 + 1/beta = {least:g} ({spec.name} kernel: beta {decay_rate(spec):g}): the "
+    return (f"eta {config.eta:g} is at most 1 + 1/beta = {least:g} ({spec.name} kernel: beta {beta:g}): the "
             "ICLP noise is exact on this grid, so the release is private, but it is proportional to "
             "sqrt(tr C^(eta - 1)), which grows without bound as the grid is refined; with eta above "
             f"{least:g} it stays bounded (MATH.md §9). `fdp plan` prices the noise at this eta and grid")

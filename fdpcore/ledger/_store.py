@@ -422,6 +422,9 @@ class Ledger:
         creation runs inside ``BEGIN IMMEDIATE`` (the write lock, waited for up to the driver's timeout of 60 s) on
         an engine whose driver leaves the transactions to it (SQLAlchemy's documented pysqlite recipe).
         """
+        with self.engine.connect() as conn:  # the usual case: created already (and atomically, so wholly)
+            if sa.inspect(conn).has_table(_meta.name):
+                return False
         sqlite = self.engine.dialect.name == "sqlite"
         # (an engine made by a connection factory, a test's read-only file, keeps the driver's transactions)
         engine = _transactional_ddl_engine(self.engine) if sqlite and self.engine.url.database else self.engine

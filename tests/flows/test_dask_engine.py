@@ -57,10 +57,12 @@ def test_local_and_dask_engines_give_bit_identical_sums(make_config, partitioned
     assert len(cluster.scheduler.task_prefixes) > 0  # the partitions ran on the cluster's workers
     # 4 files x 2 engines, each a Prefect task run. Task runs reach the server as events, recorded asynchronously
     # (CI at f96ac4e read 5 of 8 at once): wait for them as the UI would
-    deadline, runs = time.monotonic() + 60, []
-    while len(runs) < 8 and time.monotonic() < deadline:
+    deadline = time.monotonic() + 60
+    while True:
         with get_client(sync_client=True) as client:
             runs = client.read_task_runs(task_run_filter=TaskRunFilter(name=TaskRunFilterName(like_="ingest-partition")))
+        if len(runs) >= 8 or time.monotonic() > deadline:
+            break
         time.sleep(0.5)
     assert len(runs) >= 8, [r.name for r in runs]
 
