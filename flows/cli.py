@@ -385,7 +385,7 @@ def _release(config_path: Path, out: str | None, ledger_url: str | None, release
     if release_id is not None:
         check_id("--release-id", release_id)
     try:
-        config, url, rid, out_dir = _preflight(config_path, out, ledger_url, release_id, period)
+        config, url, rid, out_dir, n = _preflight(config_path, out, ledger_url, release_id, period)
     except BaseException as exc:
         code = exit_code(exc)
         if code is None:
@@ -394,7 +394,7 @@ def _release(config_path: Path, out: str | None, ledger_url: str | None, release
         raise ReleaseFailure(f"stopped by {signal_name(code - 128)} before anything was charged. Run again", code) from None
     try:
         with interrupts(lambda signum: _next_step(url, rid)):
-            return _run_release(config, config_path, out_dir, url, rid, period)
+            return _run_release(config, config_path, out_dir, url, rid, period, n)
     except BaseException as exc:
         code = exit_code(exc)
         if code is None:
@@ -403,8 +403,12 @@ def _release(config_path: Path, out: str | None, ledger_url: str | None, release
 
 
 def _preflight(config_path: Path, out: str | None, ledger_url: str | None, release_id: str | None,
-               period: str | None) -> tuple[Any, str, str, Path]:
-    """The release's config, ledger URL, release id and output directory, after the checks that charge nothing."""
+               period: str | None) -> tuple[Any, str, str, Path, int | None]:
+    """The release's config, ledger URL, release id, output directory and ``n``, after the checks that charge nothing.
+
+    ``n`` is the units read by the pre-flight (``None`` for a re-run of a published id, which reads no data, and for a
+    streaming engine's curves).
+    """
     config = load_config(config_path)
     if period is not None:
         check_period(period)
@@ -414,6 +418,7 @@ def _preflight(config_path: Path, out: str | None, ledger_url: str | None, relea
     out_dir = Path(out) if out else inside(Path("releases"), rid)
     # pre-flight, in seconds, before Prefect's temporary server boots and before any data is read
     _check_writable(out_dir)
+    n = None
     if not _is_published_rerun(url, rid, config):  # a re-run of a published id never needs (or reads) the data
         _check_dataset_path(config, config_path)
         from fdp.flows.plan_command import check_release_plan, data_warnings  # loaded on use: budget/audit stay light
@@ -422,9 +427,10 @@ def _preflight(config_path: Path, out: str | None, ledger_url: str | None, relea
         inputs = read_inputs(config, str(config_path.resolve().parent))  # row numbers: terminal only, not Prefect
         for warning in data_warnings(config, inputs):  # data, before any charge or noise: this terminal only
             print(f"fdp: warning: {warning}", file=sys.stderr)
-        check_release_plan(config, config_path, inputs.n)  # tau/value_offset: auto that n * epsilon cannot pay for: exit 2
+        n = inputs.n
+        check_release_plan(config, config_path, n)  # tau/value_offset: auto that n * epsilon cannot pay for: exit 2
     _note_new_ledger(url, config)
-    return config, url, rid, out_dir
+    return config, url, rid, out_dir, n
 
 
 def _note_new_ledger(url: str, config: Any) -> None:
@@ -443,7 +449,8 @@ def _note_new_ledger(url: str, config: Any) -> None:
           "FDP_LEDGER_URL", file=sys.stderr)
 
 
-def _run_release(config: Any, config_path: Path, out_dir: Path, url: str, rid: str, period: str | None) -> int:
+def _run_release(config: Any, config_path: Path, out_dir: Path, url: str, rid: str, period: str | None,
+                 n: int | None = None) -> int:
     try:
         _precheck_budget(url, config, rid, period)
     except NotResumableError as exc:  # noised: by a run that stopped, or by one publishing it right now
@@ -452,7 +459,7 @@ def _run_release(config: Any, config_path: Path, out_dir: Path, url: str, rid: s
             raise
         if other_run != "published":
             raise _explain_failure(exc, Ledger(url, read_only=True), rid, None, other_run) from None
-    _warn_before_release(config, config_path, url, rid)
+    _warn_before_release(config, config_path, url, rid, n)
     server = start_temporary_server()  # None when an API is configured; else it boots while the flow imports
     flow = SUMMARIES[config.summary].flow
     if server is None:
@@ -494,7 +501,7 @@ def _run_release(config: Any, config_path: Path, out_dir: Path, url: str, rid: s
     return EXIT_OK
 
 
-def _warn_before_release(config: Any, config_path: Path, url: str, rid: str) -> None:
+def _warn_before_release(config: Any, config_path: Path, url: str, rid: str, n: int | None = None) -> None:
     """Config-time warnings, as ``fdp plan`` states them; nothing is charged yet.
 
     A covariance centre whose noise would dominate, FoSR's unreliable coefficients, a ``tau: auto`` that can
@@ -503,7 +510,7 @@ def _warn_before_release(config: Any, config_path: Path, url: str, rid: str) -> 
     if config.summary in ("mean", "covariance", "fosr", "fpca") and not _is_published_rerun(url, rid, config):
         from fdp.flows.plan_command import release_warnings
 
-        for w in release_warnings(config, config_path, url):
+        for w in release_warnings(config, config_path, url, n):
             print(f"fdp: warning: {w}", file=sys.stderr)
 
 

@@ -510,12 +510,13 @@ def _rising_note(rows: list[dict[str, Any]], key: str, biased: bool) -> str | No
     return f"E L2 error rises with epsilon at {steps}: " + "; ".join(why) + "; this column alone does not rank releases across epsilon"
 
 
-def release_warnings(config: Any, config_path: str | Path, ledger_url: str) -> list[str]:
+def release_warnings(config: Any, config_path: str | Path, ledger_url: str, n: int | None = None) -> list[str]:
     """Warnings ``fdp release`` prints before anything is charged (the same checks as ``fdp plan``).
 
     A covariance on a private mean whose noise would dominate; FoSR's safe-inverse floor (rho x n against the
     group sizes); a ``tau: auto`` that can only target a low quantile level (mean, covariance, FoSR, FPCA). The last two
-    need the plan at the config's ``n``: memory engine only.
+    need the plan at the config's ``n``: memory engine only. ``n``: the units the pre-flight read, if it did (else counted
+    in the data file's unit column).
     """
     auto_tau = getattr(getattr(config, "clipping", None), "tau", None) == "auto"
     private_mean = config.summary == "covariance" and config.centering.kind == "private_mean"
@@ -525,7 +526,8 @@ def release_warnings(config: Any, config_path: str | Path, ledger_url: str) -> l
     planned = memory and (config.summary == "fosr" or auto_tau)
     if not (private_mean or planned):
         return []
-    n = count_config_units(config, str(Path(config_path).resolve().parent))
+    if n is None:
+        n = count_config_units(config, str(Path(config_path).resolve().parent))
     warnings: list[str] = []
     if private_mean:
         warning = covariance_centering_check(config, n, _read_only_url(ledger_url))

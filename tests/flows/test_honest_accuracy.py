@@ -42,8 +42,14 @@ def _auto(tmp_path: Path, name: str, epsilon: float, **clipping: object) -> Path
 
 
 def test_a_mean_with_tau_bought_at_the_median_says_so_before_and_after_the_charge(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     cfg = _auto(tmp_path, "median", 2.0)
+    import fdp.flows.plan_command as plan_command
+
+    def counted_again(*_: object) -> int:
+        raise AssertionError("the pre-flight read n already: the data file's units are not counted again")
+
+    monkeypatch.setattr(plan_command, "count_config_units", counted_again)
     ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
     assert release(cfg, tmp_path / "out", ledger, "med-1") == 0
     out, err = capsys.readouterr()
