@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+from fdp.tasks._publish import PASS_THROUGH_WARN
 from flow_support import REPO, release, write_config
 
 from fdpcore.errors import DataError
@@ -231,8 +232,9 @@ def test_coefficients_shrunk_by_the_safe_inverse_are_named_and_the_band_does_not
     assert all(f"beta_{name} (keeps {100 * kept[name]:.0f} %)" in caution for name in shrunk)
     assert "not evidence of no effect" in caution
     assert "T2's noise at the smoothing chosen from the released T1" in out  # not "as `fdp plan` stated"
+    # the well-conditioned example: the caution follows the released T1~ (its noise lifts a pass-through below 0.9 in
+    # about 1 release of 100 here, measured with the facade: 0.94 % of 20,000 draws), named only when one is below
     assert release(_config(tmp_path), tmp_path / "s", ledger, "fosr-sex") == 0
     plain = capsys.readouterr().out
-    assert "caution:" not in plain
-    assert min(json.loads((tmp_path / "s" / "manifest.json").read_text())["parameters"]
-               ["safe_inverse_pass_through"]) > 0.9
+    kept_sex = json.loads((tmp_path / "s" / "manifest.json").read_text())["parameters"]["safe_inverse_pass_through"]
+    assert ("caution:" in plain) == (min(kept_sex) < PASS_THROUGH_WARN == 0.9)
