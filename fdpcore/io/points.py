@@ -38,10 +38,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from fdpcore._typing import AnyArray, NDArrayFloat
 from fdpcore.errors import DataError
-from fdpcore.io.tables import _ids, _numeric, read_unit_columns
+from fdpcore.io.tables import _numeric, compact_ids, read_unit_columns
 
 __all__ = ["LABEL_RULES", "OUTSIDE_RULES", "PointTable", "read_point_table"]
 
@@ -119,8 +120,9 @@ def read_point_table(
         raise DataError(f"dataset.path: file {str(p)!r} does not exist or is not a file; check the path "
                         "(relative paths are resolved against the config file)")
     table = read_unit_columns(p, fmt, unit_column, [*coords, label_column], csv_delimiter)
-    units = _ids(table.column(unit_column), p.name, unit_column, "privacy-unit id")
-    _, codes = np.unique(units.astype(str), return_inverse=True)
+    units = compact_ids(table.column(unit_column), p.name, unit_column, "privacy-unit id")
+    # one integer per point: a text id's categorical code (no Python string per row), else its rank among the ids
+    codes = np.asarray(units.codes) if isinstance(units, pd.Categorical) else np.unique(units, return_inverse=True)[1]
     needs = "finite coordinates and label" if label_column else "finite coordinates"  # ERM / KDE (no label)
     columns = []
     n_clamped = np.zeros(table.num_rows, dtype=bool)

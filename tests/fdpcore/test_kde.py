@@ -186,6 +186,32 @@ def test_reader_errors_name_the_row_and_clamp_is_counted(tmp_path: Path) -> None
         read_point_table(path, "csv", unit_column="id", coordinate_columns=["z"], domain=[(0.0, 10.0)])
 
 
+@settings(max_examples=40, deadline=None)
+@given(ids=st.lists(st.one_of(st.integers(-3, 3).map(lambda i: f"u{i}"), st.sampled_from(["u1 ", "U1", "", "é"])),
+                    min_size=1, max_size=30),
+       as_int=st.booleans(), dictionary=st.booleans())
+def test_reader_groups_points_by_unit_id_exactly(tmp_path_factory: pytest.TempPathFactory, ids: list[str],
+                                                 as_int: bool, dictionary: bool) -> None:
+    """A KDE/ERM point's unit is its id, nothing else: two points share a code iff their ids are equal (text ids that
+    differ only in case or whitespace are different units), whatever the column's type (text, dictionary-encoded with
+    unused entries, integer); read as categorical codes since session 29 (fdpcore.io.tables.compact_ids)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    values: list[object] = [abs(hash(i)) % 7 for i in ids] if as_int else list(ids)
+    col = pa.array(values)
+    if dictionary and not as_int:  # a dictionary that also holds ids no row uses
+        distinct = list(dict.fromkeys(ids))
+        col = pa.DictionaryArray.from_arrays(pa.array([distinct.index(i) + 1 for i in ids], pa.int32()),
+                                             pa.array(["unused", *distinct, "also unused"]))
+    path = tmp_path_factory.mktemp("points") / "p.parquet"
+    pq.write_table(pa.table({"id": col, "x": np.linspace(0.0, 1.0, len(ids))}), path)
+    t = read_point_table(path, "parquet", unit_column="id", coordinate_columns=["x"], domain=[(0.0, 1.0)])
+    codes = t.unit_codes.tolist()
+    assert all((codes[a] == codes[b]) == (values[a] == values[b]) for a in range(len(ids)) for b in range(len(ids)))
+    assert t.n_units == len(set(values)) and unit_point_weights(t.unit_codes)[0] == len(set(values))
+
+
 def test_normal_reference_bandwidth_beats_the_papers_rule_on_a_concentrated_density() -> None:
     """tuning.kde.normal_reference@1: (1.06/6) n^(-1/5); on points that occupy a fifth of the range the paper's wider
     n^(-1/5) is dominated by smoothing bias (its error does not fall with epsilon), the reference rule's does."""
