@@ -146,7 +146,7 @@ def init_config(  # noqa: PLR0913 - one argument per command-line option
     unit_text = privacy_unit or f"{unit} (all rows with one value of {unit})"
     lines = [
         *_head(p, n, summary, ds_id, rel, fmt, csv_delimiter),
-        f"  unit_column: {_q(unit)}          # one privacy unit per distinct value; its rows form one record",
+        f"  unit_column: {_q(unit)}          # one privacy unit per distinct id (one spelling each: 308 and 308.0 are refused); its rows form one record",
         f"  time_column: {_q(time)}",
         f"  value_column: {_q(value)}",
         f"  privacy_unit: {_q(unit_text)}   # published: what one record protects, in words",
@@ -405,7 +405,7 @@ def _point_config(  # noqa: PLR0913 - one argument per command-line option
     unit_text = privacy_unit or f"{unit} (all rows with one value of {unit})"
     lines = [
         *_head(p, n, summary, ds_id, _relative(p, config_dir), fmt, csv_delimiter),
-        f"  unit_column: {_q(unit)}          # one privacy unit per distinct value; its points are averaged",
+        f"  unit_column: {_q(unit)}          # one privacy unit per distinct id (one spelling each: 308 and 308.0 are refused); its points are averaged",
         f"  coordinate_columns: [{', '.join(_q(c) for c in coordinate)}]",
         f"  domain: [{', '.join(f'[{float(a)!r}, {float(b)!r}]' for a, b in domain)}]   # PUBLIC: range of each "
         "coordinate, mapped onto [0, 1]",

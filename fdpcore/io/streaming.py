@@ -48,7 +48,7 @@ from fdpcore.basis.grids import Grid
 from fdpcore.data.accumulate import CurveSums, DesignSums, accumulate_curves, quantisation_exponent
 from fdpcore.data.preprocess import align_long, centre_on_reference, clip_l2, rescale_long
 from fdpcore.errors import DataError, DomainError, OutOfMemoryError
-from fdpcore.io.tables import memory_ran_out
+from fdpcore.io.tables import id_key, memory_ran_out
 
 __all__ = ["FilePartial", "StreamSpec", "combine_partials", "dataset_files", "ingest_file", "stream_dataset"]
 
@@ -111,6 +111,7 @@ class FilePartial:
     sums: CurveSums
     first_unit: Any
     last_unit: Any
+    id_keys: dict[object, str] | None = None  # text ids: fdpcore.io.tables.id_key -> the id as written
 
 
 def dataset_files(path: str | Path) -> list[Path]:
@@ -161,6 +162,8 @@ def _ingest_file(p: Path, spec: StreamSpec) -> FilePartial:
     first_unit: Any = None
     last_unit: Any = None
     offset = 0  # rows of the file already read
+    unit_type = _base_type(pf.schema_arrow.field(spec.unit_column).type)
+    keys: dict[object, str] | None = {} if pa.types.is_string(unit_type) or pa.types.is_large_string(unit_type) else None
     for batch in pf.iter_batches(batch_size=spec.chunk_rows, columns=spec.columns):
         m = batch.num_rows
         if m == 0:
@@ -173,6 +176,8 @@ def _ingest_file(p: Path, spec: StreamSpec) -> FilePartial:
             raise DataError(f"{p.name}: column {spec.unit_column!r} has a missing privacy-unit id at row {row + 1} "
                             f"(row group {_row_group(rg_ends, row)}); every row needs one")
         change = _check_sorted(units, p.name, spec.unit_column, offset, rg_ends, last_unit)
+        if keys is not None:
+            _check_id_keys(keys, units, p.name, spec.unit_column, offset)
         if first_unit is None:
             first_unit = units[0].as_py()
         codes = np.concatenate([[0], np.cumsum(change, dtype=np.int64)])
@@ -191,7 +196,20 @@ def _ingest_file(p: Path, spec: StreamSpec) -> FilePartial:
         offset += m
     if carry is not None and len(carry.codes):
         total = total + _reduce(carry, spec, w, p.name)
-    return FilePartial(p.name, total, first_unit, last_unit)
+    return FilePartial(p.name, total, first_unit, last_unit, keys)
+
+
+def _check_id_keys(keys: dict[object, str], units: pa.Array, fname: str, col: str, offset: int) -> None:
+    """Add a batch's distinct text ids to ``keys``; refuse one written two ways (:func:`fdpcore.io.tables.check_id_variants`)."""
+    for text in pc.drop_null(pc.unique(units)).to_pylist():
+        if keys.setdefault(id_key(text), text) != text:
+            row = offset + int(pc.index(units, text).as_py()) + 1
+            raise DataError(
+                f"{fname}: column {col!r} has a privacy-unit id at row {row} that differs from an earlier row's only in "
+                "surrounding spaces or in how a number is written: each is counted as a separate unit, so one unit "
+                "written two ways would be released as two and protected only at twice the stated epsilon; write every "
+                "unit's id one way (e.g. as integers, without spaces), or give different units ids that differ in more "
+                "than that")
 
 
 def combine_partials(partials: Iterable[FilePartial]) -> CurveSums:
@@ -217,6 +235,16 @@ def combine_partials(partials: Iterable[FilePartial]) -> CurveSums:
                 f"dataset: files {a.source!r} and {b.source!r} have overlapping privacy-unit ranges; every unit must "
                 "lie in one file (partition the dataset by unit, each file sorted by unit)"
             )
+    seen: dict[object, str] = {}
+    where: dict[object, str] = {}
+    for q in parts:
+        for key, text in (q.id_keys or {}).items():
+            if seen.setdefault(key, text) != text:
+                raise DataError(
+                    f"dataset: files {where[key]!r} and {q.source!r} hold privacy-unit ids that differ only in surrounding "
+                    "spaces or in how a number is written: one unit written two ways would be released as two; write "
+                    "every unit's id one way")
+            where.setdefault(key, q.source)
     total = parts[0].sums
     for q in parts[1:]:
         total = total + q.sums

@@ -328,3 +328,31 @@ def test_mixed_type_units_are_distinct_and_deterministic() -> None:
     a = align_long(u, t, v, midpoint_grid(2))
     assert a.n_samples == 2  # the integer 1 and the text "1" are different units
     np.testing.assert_allclose(a.data_matrix, [[1.0, 1.0], [2.0, 2.0]])  # ordered by type name: int < str
+
+
+# -------------------------------------------------------------- one unit written two ways (trial P, H1)
+
+spellings = st.sampled_from(["{}", " {}", "{} ", "{}.0", "0{}", "{}.00", "+{}", "{}e0"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(units=st.lists(st.integers(0, 999), min_size=1, max_size=12, unique=True), data=st.data())
+def test_a_unit_written_two_ways_is_refused_by_row_and_distinct_ids_pass(units: list[int], data: st.DataObject) -> None:
+    """Text ids are refused iff two distinct spellings name one number (or differ only in surrounding spaces); the
+    message names both rows (1-based), never an id. Distinct numbers or texts in one spelling each always pass."""
+    from fdpcore.io.tables import check_id_variants
+
+    rows = [data.draw(spellings).format(u) for u in units for _ in range(2)]  # two rows per unit, one spelling each
+    for i in range(0, len(rows), 2):
+        rows[i + 1] = rows[i]
+    check_id_variants(pa.chunked_array([rows]), "f.csv", "id")  # one spelling per unit: accepted
+    check_id_variants(pa.chunked_array([[f"u{u}" for u in units] + ["U1"]]), "f.csv", "id")  # case kept: accepted
+    j = data.draw(st.integers(0, len(rows) - 1))
+    other = data.draw(spellings.filter(lambda f: f.format(units[j // 2]) != rows[j]))
+    rows[j] = other.format(units[j // 2])
+    with pytest.raises(DataError) as info:
+        check_id_variants(pa.chunked_array([rows[: len(rows) // 2], rows[len(rows) // 2:]]), "f.csv", "id")
+    message = str(info.value)
+    partner = j + 1 if j % 2 == 0 else j - 1
+    assert f"(rows {min(j, partner) + 1} and {max(j, partner) + 1}" in message and "column 'id'" in message
+    assert not any(r.strip() in message for r in rows if len(r.strip()) > 2)  # no id quoted

@@ -80,6 +80,16 @@ def _parquet(directory: Path, name: str, table: pa.Table) -> dict[str, Any]:
     return {"dataset.path": str(path), "dataset.format": "parquet"}
 
 
+def _text_ids(renamed: dict[int, str]) -> pa.Table:
+    """The shipped data with text unit ids (sorted as text, as the streaming engine needs); ``renamed``: one row each
+    of these units carries the given spelling instead (the unit written two ways)."""
+    frame = pq.read_table(DATA).to_pandas()
+    frame["monday_index"] = frame["monday_index"].astype(str)
+    for unit, text in renamed.items():
+        frame.loc[frame.index[frame["monday_index"] == str(unit)][0], "monday_index"] = text
+    return pa.Table.from_pandas(frame.sort_values(["monday_index", "half_hour"], kind="stable"), preserve_index=False)
+
+
 GOOD_CSV = b"monday_index,half_hour,demand_mw\n" + b"".join(
     f"{u},{h},{1500 + 10 * h}\n".encode() for u in range(3) for h in range(1, 49)
 )
@@ -178,6 +188,9 @@ ROWS: list[tuple[str, Builder, int, list[str]]] = [
     ("file-decimal-comma", lambda d: _csv(d, "comma.csv", GOOD_CSV.replace(b",", b";").replace(b"1510", b"1510,5")) | {"dataset.csv_delimiter": ";"}, 2, ["comma.csv", "non-numeric entry at row 1", "decimal separator"]),
     ("file-mixed-types-time", lambda d: _csv(d, "mixed.csv", GOOD_CSV.replace(b"\n2,48,", b"\n2,forty-eight,")), 2, ["column 'half_hour'", "non-numeric entry at row 144"]),
     ("file-missing-unit-id", lambda d: _csv(d, "nounit.csv", GOOD_CSV.replace(b"\n1,5,", b"\n,5,")), 2, ["column 'monday_index'", "missing privacy-unit id at row 53"]),
+    # trial P: a CSV after a spreadsheet round trip, one subject as "1" and "1.0": two units, each person at 2 epsilon
+    ("file-unit-id-written-two-ways", lambda d: _csv(d, "ids.csv", GOOD_CSV.replace(b"\n1,5,", b"\n1.0,5,")), 2, ["ids.csv", "column 'monday_index'", "differ only in surrounding spaces or in how a number is written (rows 49 and 53)", "twice the stated epsilon"]),
+    ("file-unit-id-written-two-ways-streaming", lambda d: _parquet(d, "ids.parquet", _text_ids({1: " 1"})) | {"engine": {"name": "local"}}, 2, ["ids.parquet", "column 'monday_index'", "privacy-unit id at row", "only in surrounding spaces or in how a number is written"]),
     ("file-csv-ragged-row", lambda d: _csv(d, "ragged.csv", GOOD_CSV.replace(b"\n1,7,1570\n", b"\n1,7,1570,999\n")), 2, ["ragged.csv", "row 56 (the header is row 1) has 4 fields"]),
     ("file-timestamp-times", lambda d: _parquet(d, "ts.parquet", pa.table({"monday_index": [0, 0], "half_hour": pa.array([0, 10**9], pa.timestamp("s")), "demand_mw": [1.0, 2.0]})), 2, ["ts.parquet", "column 'half_hour' has type timestamp[", "must be numeric"]),
     ("file-nested-unit", lambda d: _parquet(d, "nested.parquet", pa.table({"monday_index": [[0], [0]], "half_hour": [1.0, 48.0], "demand_mw": [1.0, 2.0]})), 2, ["nested.parquet", "column 'monday_index' has type list"]),
