@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import csv
 import io
-from decimal import Decimal, InvalidOperation
 from collections.abc import Sequence
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 import numpy as np
