@@ -776,7 +776,7 @@ def _explain_failure(exc: Exception, ledger: Ledger, rid: str, before: Any, othe
     try:
         after = ledger.get(rid)
     except LedgerError:
-        return exc
+        return _ledger_lost(exc, rid)
     reason = str(exc) if isinstance(exc, FdpError) else _unexpected(exc, ledger_told=True)
     unchanged = after is None or (before is not None and after.updated_at == before.updated_at)
     if unchanged or after.state == "cancelled":
@@ -802,6 +802,20 @@ def _explain_failure(exc: Exception, ledger: Ledger, rid: str, before: Any, othe
         f"{reason}\nrelease {rid!r} still holds a reservation in the ledger (it counts as spent; no noise was drawn). "
         f"Re-run with --release-id {rid} to resume it without charging again, or cancel it with "
         f"`fdp budget cancel {rid}`")
+
+
+def _ledger_lost(exc: Exception, rid: str) -> ReleaseFailure:
+    """A run that failed while the ledger it opened at its start cannot be read (trial P: PostgreSQL stopped after the
+    charge): what it recorded is unknown here, so every row of docs/audit.md's crash table that it may have left."""
+    reason = str(exc) if isinstance(exc, FdpError) else _unexpected(exc, ledger_told=True)
+    reason = reason.replace("; check --ledger / FDP_LEDGER_URL", "")  # the URL worked when this run started
+    return ReleaseFailure(
+        f"{reason}\nrelease {rid!r}: the ledger became unreachable during this run (it was reachable when the run "
+        f"started), so what the run recorded cannot be read now. When the ledger is back, `fdp audit show {rid}` says "
+        f"it (docs/audit.md, crash table): reserved — the budget is held, no noise was drawn: re-run with --release-id "
+        f"{rid} to resume without charging again, or `fdp budget cancel {rid}`; noised — the budget is spent and the "
+        "noise lost: run again with a new --release-id; no such release — nothing was charged: run again. Do not start "
+        "a new release id before checking: a held reservation counts as spent")
 
 
 def _next_step(url: str, rid: str) -> str:

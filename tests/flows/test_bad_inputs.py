@@ -444,6 +444,43 @@ def test_ledger_lost_after_the_charge_keeps_the_reservation_and_a_rerun_resumes_
     assert Ledger(url).verify() == []
 
 
+def test_ledger_unreachable_after_the_charge_names_every_state_it_may_hold(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Trial P (M1): PostgreSQL stopped right after the charge; the run said only 'cannot be opened ... check --ledger'
+    (the URL had worked seconds before) while the ledger held the reservation. It now says the ledger went away during
+    the run and gives each crash-table row it may have left, without the misleading hint."""
+    url = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    config = _config(tmp_path, "c")
+    from fdpcore.errors import LedgerError
+
+    down = LedgerError("ledger postgresql://fdp@db/ledger cannot be opened (server closed the connection "
+                       "unexpectedly); check --ledger / FDP_LEDGER_URL")
+    real_get = Ledger.get
+    state = {"down": False}
+
+    def stopped(self: Ledger, release_id: str) -> None:
+        state["down"] = True
+        raise down
+
+    def get(self: Ledger, release_id: str) -> Any:
+        if state["down"]:
+            raise down
+        return real_get(self, release_id)
+
+    with monkeypatch.context() as m:
+        m.setattr(Ledger, "mark_noised", stopped)
+        m.setattr(Ledger, "cancel", stopped)
+        m.setattr(Ledger, "get", get)
+        assert _run(config, tmp_path / "out", url, "lost-2") == 1
+    err = capfd.readouterr().err
+    message = err[err.rindex("fdp: error: "):]
+    assert "the ledger became unreachable during this run (it was reachable when the run started)" in message
+    assert "re-run with --release-id lost-2" in message and "`fdp budget cancel lost-2`" in message
+    assert "run again with a new --release-id" in message and "check --ledger" not in message
+    assert [r.state for r in Ledger(url).releases()] == ["reserved"]  # what the message told the operator to check
+
+
 def test_disk_full_during_publish_keeps_the_charge_and_a_rerun_rewrites_the_files(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
