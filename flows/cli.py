@@ -68,6 +68,7 @@ from fdpcore.ledger import (
     public_key_hex,
     release_owner,
     sign_statement,
+    database_has_ledger,
     sqlite_ledger_file,
     wait_seconds,
     write_private_key,
@@ -434,13 +435,22 @@ def _preflight(config_path: Path, out: str | None, ledger_url: str | None, relea
 
 
 def _note_new_ledger(url: str, config: Any) -> None:
-    """Say so when a release is about to create its SQLite ledger (a new file: no policy, no earlier charges).
+    """Say so when a release is about to create its ledger (a new SQLite file or an empty database: no policy, no charges).
 
     The directory must exist already (:class:`fdpcore.ledger.LedgerURLError`, exit 2, otherwise), but a mistyped
     file name in it would still start a new ledger silently; the budget then comes from the config's proposal.
     """
     path = sqlite_ledger_file(url)
-    if path is None or path.exists():
+    if path is None:
+        if database_has_ledger(url) is False:  # PostgreSQL: a reachable database without an fdp ledger yet
+            from sqlalchemy.engine import make_url  # loaded with the ledger already
+
+            shown = make_url(url).render_as_string(hide_password=True)
+            print(f"fdp: note: no ledger in the database {shown} yet: this release creates it, with the budget "
+                  f"of {config.dataset.id!r} from the config's `budget:` proposal; if you meant an existing ledger, stop "
+                  "and check --ledger / FDP_LEDGER_URL (the database name)", file=sys.stderr)
+        return
+    if path.exists():
         return
     if not path.parent.is_dir() and not is_state_dir(path.parent):
         return  # a mistyped directory: opening the ledger refuses it next (exit 2), creating nothing

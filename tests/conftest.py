@@ -96,6 +96,12 @@ def postgres_admin_url() -> Iterator[str]:
     yield from _postgres_server()
 
 
+@pytest.fixture
+def postgres_url(postgres_admin_url: str) -> str:
+    """A fresh, empty PostgreSQL database (skipped with the reason when PostgreSQL is not installed)."""
+    return _fresh_database(postgres_admin_url)
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def ledger_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A fresh, empty ledger database on each back end (one code path, SQLAlchemy)."""

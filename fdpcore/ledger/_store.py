@@ -1637,6 +1637,26 @@ def sqlite_ledger_file(url: str) -> Path | None:
     return Path(parsed.database).expanduser()
 
 
+def database_has_ledger(url: str) -> bool | None:
+    """Whether a non-SQLite ledger URL's database already holds an fdp ledger (its ``fdp_meta`` table); ``None`` when
+    it cannot be asked (no such database, server down, a SQLite or unparsable URL): opening the ledger says why next.
+
+    A new database gets a ledger with the config's budget proposal on the first release (trial P, M2), as a new SQLite
+    file does; the CLI says so before the charge.
+    """
+    try:
+        parsed = sa.engine.make_url(url)
+        if parsed.get_backend_name() == "sqlite":
+            return None
+        engine = _engine(url, read_only=True)
+        try:
+            return bool(sa.inspect(engine).has_table(_meta.name))
+        finally:
+            engine.dispose()
+    except (sa.exc.SQLAlchemyError, ImportError, ValueError, LedgerError):
+        return None
+
+
 def _sqlite_not_writable(url: str) -> bool:
     """A SQLite ledger whose file or directory this process cannot write.
 

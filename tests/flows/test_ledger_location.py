@@ -56,6 +56,20 @@ def test_a_release_that_creates_its_ledger_file_says_so_and_a_rerun_does_not(
     assert "no ledger at" not in capsys.readouterr().err
 
 
+def test_a_release_that_creates_its_ledger_in_an_empty_postgresql_database_says_so_and_a_rerun_does_not(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], postgres_url: str) -> None:
+    """Trial P (M2): a URL without its database name (the server's default database) or a fresh database got a ledger
+    with the config's budget proposal without a word, while a new SQLite file was announced."""
+    url = postgres_url
+    assert release(EXAMPLE, tmp_path / "out", url, "pg-new-1") == 0
+    err = capsys.readouterr().err
+    note = "fdp: note: no ledger in the database postgresql+psycopg://fdp@/fdp_"
+    assert note in err and "yet: this release creates it" in err and "(the database name)" in err
+    assert err.index(note) < err.index("budget charged")  # said before anything is charged
+    assert release(EXAMPLE, tmp_path / "out2", url, "pg-new-2") == 0
+    assert "no ledger in the database" not in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("command", [["budget", "show"], ["audit", "list"], ["release", str(EXAMPLE)]])
 def test_a_ledger_url_of_another_database_says_which_ones_fdp_supports(
         command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
