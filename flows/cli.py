@@ -60,6 +60,7 @@ from fdpcore.ledger import (
     check_period,
     checkpoint_evidence,
     current_period,
+    database_has_ledger,
     default_ledger_url,
     is_state_dir,
     load_private_key,
@@ -68,7 +69,6 @@ from fdpcore.ledger import (
     public_key_hex,
     release_owner,
     sign_statement,
-    database_has_ledger,
     sqlite_ledger_file,
     wait_seconds,
     write_private_key,
@@ -815,8 +815,10 @@ def _explain_failure(exc: Exception, ledger: Ledger, rid: str, before: Any, othe
 
 
 def _ledger_lost(exc: Exception, rid: str) -> ReleaseFailure:
-    """A run that failed while the ledger it opened at its start cannot be read (trial P: PostgreSQL stopped after the
-    charge): what it recorded is unknown here, so every row of docs/audit.md's crash table that it may have left."""
+    """A failed run whose ledger, open at its start, cannot be read now: every crash-table row it may have left.
+
+    Trial P: PostgreSQL stopped after the charge; what the run recorded is unknown here (docs/audit.md, crash table).
+    """
     reason = str(exc) if isinstance(exc, FdpError) else _unexpected(exc, ledger_told=True)
     reason = reason.replace("; check --ledger / FDP_LEDGER_URL", "")  # the URL worked when this run started
     return ReleaseFailure(

@@ -1638,8 +1638,10 @@ def sqlite_ledger_file(url: str) -> Path | None:
 
 
 def database_has_ledger(url: str) -> bool | None:
-    """Whether a non-SQLite ledger URL's database already holds an fdp ledger (its ``fdp_meta`` table); ``None`` when
-    it cannot be asked (no such database, server down, a SQLite or unparsable URL): opening the ledger says why next.
+    """Whether a non-SQLite ledger URL's database already holds an fdp ledger (its ``fdp_meta`` table).
+
+    ``None`` when it cannot be asked (no such database, server down, a SQLite or unparsable URL): opening the ledger
+    says why next.
 
     A new database gets a ledger with the config's budget proposal on the first release (trial P, M2), as a new SQLite
     file does; the CLI says so before the charge.
