@@ -952,7 +952,13 @@ def count_config_units(config: Any, config_dir: str) -> int:
     else:
         named = [ds.time_column, ds.value_column, ds.curve_column, *(name for _, name, _ in
                                                                       getattr(config, "design_columns", list)())]
-    return count_units(path, ds.format, ds.unit_column, ds.csv_delimiter, columns=[c for c in named if c])
+    columns = [c for c in named if c]
+    if path.is_dir() and getattr(getattr(config, "engine", None), "name", "memory") != "memory":
+        from fdpcore.io.streaming import dataset_files  # a streaming engine reads a directory of Parquet parts
+
+        # each unit lies in one part (the release refuses overlapping parts), so n is the sum of the parts' counts
+        return sum(count_units(f, "parquet", ds.unit_column, columns=columns) for f in dataset_files(path))
+    return count_units(path, ds.format, ds.unit_column, ds.csv_delimiter, columns=columns)
 
 
 def covariance_centering_check(config: Any, n: int, ledger_url: str | None) -> str | None:

@@ -106,3 +106,19 @@ def test_the_manifest_names_the_centre_an_unaligned_unit_counts_as(tmp_path: Pat
     from fdp.tasks.planning import alignment_rule
 
     assert alignment_rule(load_config(str(write_config(tmp_path, EXAMPLE, centering=centering)))).endswith(says)
+
+
+def test_plan_of_a_streaming_config_on_a_directory_of_parts_counts_every_part(
+        tmp_path: Path, partitioned: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Trial O (L3): `fdp plan` refused a streaming config whose dataset.path is a directory of parts ("does not exist
+    or is not a file") while `fdp release` of it worked; its n is the parts' units (each unit lies in one part)."""
+    import json
+
+    from fdp.flows.cli import main
+
+    cfg = write_config(tmp_path, EXAMPLE, data=partitioned, engine={"name": "local", "chunk_rows": 1000})
+    mem = write_config(tmp_path, EXAMPLE, data=DATA, prefix="mem")
+    assert main(["plan", str(cfg), "--json", "--ledger", f"sqlite:///{tmp_path / 'l.sqlite'}"]) == 0
+    streamed = json.loads(capsys.readouterr().out)
+    assert main(["plan", str(mem), "--json", "--ledger", f"sqlite:///{tmp_path / 'l.sqlite'}"]) == 0
+    assert streamed["n"] == json.loads(capsys.readouterr().out)["n"] == 508
