@@ -26,7 +26,8 @@ from fdp.tasks.preflight import CURVE_SUMMARIES, Inputs, UnitCount
 
 from fdpcore.data.preprocess import weighted_norms
 
-__all__ = ["OUT_OF_SCALE_WARN_SHARE", "OutOfScale", "count_out_of_scale", "out_of_scale_warning", "point_scale_warning"]
+__all__ = ["OUT_OF_SCALE_WARN_SHARE", "OutOfScale", "count_out_of_scale", "narrow_values_warning", "out_of_scale_warning",
+           "point_scale_warning"]
 
 #: The share of records above the largest tau the release can use from which ``fdp plan`` and ``fdp init`` warn
 #: (as the zero records: 5 %; trial L: 8.9 % of records at up to 7.3 x the radius went unmentioned at a quarter).
@@ -35,6 +36,10 @@ OUT_OF_SCALE_WARN_SHARE = 0.05
 #: records, RMS exactly 1, at tau = 1) is not warned of for norms a rounding error above it (session 28: 1,200 of
 #: 8,000 such records were "above" by 1e-15).
 OUT_OF_SCALE_MARGIN = 1.01
+#: The aligned values' span (largest minus smallest, over every record and grid point), as a share of value_scale, below
+#: which the values are warned of as one constant far from the offset (trial P: GDP per capita in thousands under a
+#: dollars config, offset 7000 and scale 50000, spanned 0.23 % of the scale, all about 0.14 below the offset).
+NARROW_SPAN = 0.01
 
 
 
@@ -153,6 +158,40 @@ def _below_text(config: Any, scale: OutOfScale) -> str | None:
             "the records' size, so the release can be mostly noise while the plan's `relative` (over value_scale) "
             f"looks small: is value_scale ({ds.value_scale:g}) in the units of {ds.value_column}, or far too generous? "
             f"{_levers(config)}; or a lower clipping.tau_range")
+
+
+def narrow_values_warning(config: Any, inputs: Inputs) -> str | None:
+    """Values that are one constant far from the offset: in the wrong units the other way (terminal only).
+
+    The out-of-scale warning misses values far *smaller* than the config's units (k$ against $) when the offset
+    dominates them: every record is then about ``-value_offset / value_scale``, inside the scale. Warned when the aligned
+    values (rescaled, centred on the reference curve where there is one, zero records left out) span less than
+    :data:`NARROW_SPAN` of ``value_scale`` and their median distance from the centre is at least ten times that span.
+    ``None`` otherwise, for points, a streaming engine and ``value_offset: auto``.
+    """
+    if config.summary not in CURVE_SUMMARIES or inputs.aligned is None or config.dataset.value_offset == "auto":
+        return None
+    aligned = inputs.aligned
+    rows = aligned.aligned if aligned.aligned is not None else np.ones(aligned.n_samples, dtype=bool)
+    x = np.asarray(aligned.data_matrix)[np.asarray(rows, dtype=bool)]
+    reference = public_reference(config)
+    if reference is not None and x.size:
+        with np.errstate(over="ignore", invalid="ignore"):
+            x = x - reference[None, :]
+    if x.size == 0 or not np.all(np.isfinite(x)):
+        return None
+    span = float(np.max(x) - np.min(x))
+    level = float(np.median(np.abs(x)))
+    if span >= NARROW_SPAN or level < 10.0 * span:
+        return None
+    ds = config.dataset
+    side = "above" if float(np.median(x)) > 0 else "below"
+    centre = "the reference curve" if reference is not None else f"value_offset ({ds.value_offset:g})"
+    return (f"the {x.shape[0]} aligned records' values span only {span * ds.value_scale:.3g} {ds.value_column} units "
+            f"({100 * span:.2g} % of value_scale = {ds.value_scale:g}) and all lie about {level * ds.value_scale:.3g} "
+            f"{side} {centre}: every record is nearly one constant curve, far from the centre — are the values in the "
+            f"units of value_offset and value_scale (e.g. thousands against units)? The release would state that "
+            f"constant with an error measured against value_scale. {_levers(config)}")
 
 
 def point_scale_warning(config: Any, inputs: Inputs) -> str | None:

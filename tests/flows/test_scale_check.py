@@ -115,6 +115,32 @@ def test_a_release_warns_on_its_terminal_and_publishes_no_out_of_scale_count(
     assert notes and not any("aligned records" in n for n in notes)
 
 
+def test_values_in_far_smaller_units_than_the_config_are_warned_as_one_constant(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Trial P (M4): GDP per capita in thousands under a dollars config (offset 4000, scale 20000 here) is about -0.2
+    everywhere, inside the scale: no out-of-scale warning, and a meaningless release. Warned by init, plan and release
+    (before the charge); the same data in dollars, or a narrow but centred set, is not."""
+    marker = "aligned records' values span only"
+    data = _data(tmp_path, level=4.0)  # thousands: 4 +- 20 %
+    out = tmp_path / "k.yaml"
+    assert main(["init", str(data), "--unit", "unit", "--time", "t", "--value", "gdp", "--time-domain", "0", "10",
+                 "--grid-size", "11", "--value-offset", "4000", "--value-scale", "20000", "--out", str(out),
+                 "--force"]) == 0
+    (warned,) = _warned(capsys.readouterr().err, marker)
+    assert "fdp: warning: the 40 aligned records' values span only" in warned and "% of value_scale = 20000)" in warned
+    assert "below value_offset (4000)" in warned and "(e.g. thousands against units)?" in warned
+    assert _warned(_plan(out, tmp_path, capsys), marker)
+    assert release(out, tmp_path / "out", f"sqlite:///{tmp_path / 'l.sqlite'}", "kusd-1") == 0
+    printed = capsys.readouterr()
+    (said,) = _warned(printed.err, marker)
+    assert printed.err.index(said) < printed.err.index("budget charged") and not _warned(printed.out, marker)
+    # the same values in the config's units, or centred on the offset: nothing to say
+    config, err = _init(tmp_path, _data(tmp_path, level=4000.0), capsys, scale="20000")
+    assert not _warned(err, marker)
+    config, err = _init(tmp_path, _data(tmp_path, level=4.0), capsys, scale="20")
+    assert not _warned(err, marker) and not _warned(_plan(config, tmp_path, capsys), marker)
+
+
 def test_a_far_too_generous_value_scale_is_warned_below_the_tau_range(tmp_path: Path,
                                                                        capsys: pytest.CaptureFixture[str]) -> None:
     # GDP in thousands (about 4) with a scale of 5000: every record far below tau: auto's lower end (0.01)
