@@ -31,7 +31,7 @@ from fdp.tasks.planning import (
     tau_search_range,
     with_bias_note,
 )
-from fdp.tasks.preflight import Inputs, covariates_averaged_warning, read_inputs
+from fdp.tasks.preflight import Inputs, covariates_averaged_warning, read_inputs, repeated_readings_warning
 from fdp.tasks.scale_check import (
     OutOfScale,
     count_out_of_scale,
@@ -259,7 +259,8 @@ def data_warnings(config: Any, inputs: Inputs, zero: ZeroRecords | None = None,
     zero = count_zero_records(config, inputs) if zero is None else zero
     outside = count_out_of_scale(config, inputs) if outside is None else outside
     found = (zero_records_warning(config, zero), out_of_scale_warning(config, outside),
-             narrow_values_warning(config, inputs), covariates_averaged_warning(config, inputs),
+             narrow_values_warning(config, inputs), repeated_readings_warning(config, inputs),
+             covariates_averaged_warning(config, inputs),
              point_scale_warning(config, inputs))
     return [w for w in found if w is not None]
 

@@ -27,7 +27,7 @@ from fdpcore.io.covariates import read_unit_covariates
 from fdpcore.io.points import PointTable, read_point_table
 from fdpcore.io.tables import LongTable, read_long_table
 
-__all__ = ["Inputs", "read_and_align", "read_inputs"]
+__all__ = ["REPEATED_WARN_SHARE", "Inputs", "read_and_align", "read_inputs", "repeated_readings_warning"]
 
 
 def read_and_align(config: Any, config_dir: str, value_offset: float | None = None) -> tuple[LongTable, AlignedCurves, int]:
@@ -103,6 +103,28 @@ def covariates_averaged_warning(config: Any, inputs: Inputs) -> str | None:
             "of rows at the level — so the regression is on per-unit averages, not on the rows' values. If a "
             "covariate should be constant within a unit (a treatment arm, sex), check the data; "
             "covariates_within_unit: error refuses such a file, naming the column and row (docs/summaries/fosr.md)")
+
+
+#: The share of a curve table's rows that repeat another row's (unit, curve, time) from which the data warnings say so.
+REPEATED_WARN_SHARE = 0.05
+
+
+def repeated_readings_warning(config: Any, inputs: Inputs) -> str | None:
+    """Rows that repeat another row's (unit, curve, time) reading, averaged with it (data: this terminal only).
+
+    Trial P (L1): every (subject, day) of a file twice, 100 ms apart, was released without a word; averaging repeated
+    readings is the documented rule, but a duplicated export or a join that multiplied rows is worth a look. From
+    :data:`REPEATED_WARN_SHARE` of the rows. ``None`` for points and a streaming engine (not read here).
+    """
+    if inputs.aligned is None or inputs.table is None or not inputs.table.n_rows:
+        return None
+    k, rows = int(inputs.aligned.n_duplicates_merged), int(inputs.table.n_rows)
+    if k < REPEATED_WARN_SHARE * rows:
+        return None
+    return (f"{k} of {rows} rows ({100 * k / rows:.3g} %) repeat the (unit, time{', curve' if config.dataset.curve_column else ''}) "
+            "of another row and were averaged with it (the documented rule for repeated readings): if each reading "
+            "should appear once, check the export for duplicated rows or a join that multiplied them — repeats that "
+            "disagree enter as their average")
 
 
 def read_inputs(config: Any, config_dir: str) -> Inputs:

@@ -141,6 +141,23 @@ def test_values_in_far_smaller_units_than_the_config_are_warned_as_one_constant(
     assert not _warned(err, marker) and not _warned(_plan(config, tmp_path, capsys), marker)
 
 
+def test_repeated_readings_are_averaged_and_warned_of_from_five_percent_of_the_rows(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Trial P (L1): every (unit, time) twice with values that disagree was released without a word."""
+    marker = "repeat the (unit, time) of another row and were averaged with it"
+    data = _data(tmp_path, level=4.0)
+    frame = pd.read_csv(data)
+    twice = pd.concat([frame, frame.assign(gdp=frame["gdp"] + 0.1)])  # a duplicated export that disagrees
+    twice.to_csv(data, index=False)
+    config, err = _init(tmp_path, data, capsys, scale="20")
+    (warned,) = _warned(err, marker)
+    assert warned.startswith("fdp: warning: 440 of 880 rows (50 %) repeat the (unit, time) of another row")
+    assert _warned(_plan(config, tmp_path, capsys), marker)
+    twice.iloc[: len(frame) + 21].to_csv(data, index=False)  # 21 of 461 rows (4.6 %): below the threshold
+    config, err = _init(tmp_path, data, capsys, scale="20")
+    assert not _warned(err, marker) and not _warned(_plan(config, tmp_path, capsys), marker)
+
+
 def test_a_far_too_generous_value_scale_is_warned_below_the_tau_range(tmp_path: Path,
                                                                        capsys: pytest.CaptureFixture[str]) -> None:
     # GDP in thousands (about 4) with a scale of 5000: every record far below tau: auto's lower end (0.01)
