@@ -377,6 +377,11 @@ class Ledger:
                 raise self._not_a_ledger("its file is not an SQLite database") from None
             if "readonly database" in str(exc) or _sqlite_not_writable(self.url):  # mode bits, chattr +i, directory
                 raise self._not_writable() from None
+            if re.search(r'database ".*" does not exist', str(exc)):  # PostgreSQL: a typo, as a missing SQLite folder
+                raise LedgerURLError(
+                    f"ledger {self._safe_url()}: the database does not exist on the server; check --ledger / "
+                    "FDP_LEDGER_URL for a typo (fdp never creates a database: create it first if a new ledger is meant)"
+                ) from None
             raise LedgerError(
                 f"ledger {self._safe_url()} cannot be opened ({_first_line(exc)}); check --ledger / FDP_LEDGER_URL"
             ) from None

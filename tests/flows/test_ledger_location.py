@@ -70,6 +70,18 @@ def test_a_release_that_creates_its_ledger_in_an_empty_postgresql_database_says_
     assert "no ledger in the database" not in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("command", [["budget", "show"], ["release", str(EXAMPLE)]])
+def test_a_postgresql_database_that_does_not_exist_is_a_mistyped_url_with_exit_2(
+        command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str], postgres_url: str) -> None:
+    """Trial P (L2): a missing PostgreSQL database exited 1, a missing SQLite folder 2; both are a mistyped URL."""
+    url = postgres_url.replace("/fdp_", "/fdp_nope_", 1)
+    out = ["--out", str(tmp_path / "o")] if command[0] == "release" else []
+    assert main([*command, "--ledger", url, *out]) == 2
+    err = capsys.readouterr().err
+    assert "the database does not exist on the server; check --ledger / FDP_LEDGER_URL for a typo" in err
+    assert not (tmp_path / "o" / "manifest.json").exists()
+
+
 @pytest.mark.parametrize("command", [["budget", "show"], ["audit", "list"], ["release", str(EXAMPLE)]])
 def test_a_ledger_url_of_another_database_says_which_ones_fdp_supports(
         command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
