@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -373,6 +374,10 @@ def compact_ids(col: pa.ChunkedArray, fname: str, name: str, what: str) -> AnyAr
     return out
 
 
+#: Text that reads as a date (1952-07-01, 01/07/1952, 1.7.1952) or a clock time (00:00, 23:59:59): trial P's time column.
+_DATE_OR_CLOCK = re.compile(r"\d{1,4}[-/.]\d{1,2}[-/.]\d{1,4}([ T]\d{1,2}:\d{2}(:\d{2}(\.\d+)?)?)?|\d{1,2}:\d{2}(:\d{2}(\.\d+)?)?")
+
+
 def _numeric(col: pa.ChunkedArray, fname: str, name: str) -> NDArrayFloat:
     t = col.type.value_type if pa.types.is_dictionary(col.type) else col.type
     if pa.types.is_boolean(t):
@@ -402,9 +407,13 @@ def _numeric(col: pa.ChunkedArray, fname: str, name: str) -> NDArrayFloat:
         text_nan = series[bad].astype(str).str.lower().isin(["nan", "+nan", "-nan"]).to_numpy()
         bad_idx = np.flatnonzero(bad)[~text_nan]
         if bad_idx.size:
+            first = str(series.iloc[int(bad_idx[0])])
+            dated = bool(_DATE_OR_CLOCK.fullmatch(first))  # the kind of entry is named, never the entry
             raise DataError(
                 f"{fname}: column {name!r} has a non-numeric entry at row {int(bad_idx[0]) + 1}; it must be numeric "
-                "(use '.' as the decimal separator; leave missing values empty)"
+                + ("(it reads as a date or a clock time: convert such a column to numbers in the units of "
+                   "dataset.time_domain, e.g. hours since midnight or decimal years)" if dated else
+                   "(use '.' as the decimal separator; leave missing values empty)")
             )
     values: NDArrayFloat = converted.to_numpy(dtype=np.float64, na_value=np.nan)
     return values

@@ -187,6 +187,7 @@ ROWS: list[tuple[str, Builder, int, list[str]]] = [
     ("file-non-numeric-value", lambda d: _csv(d, "text.csv", GOOD_CSV.replace(b"0,1,1510\n", b"0,1,SECRET-1510\n")), 2, ["text.csv", "column 'demand_mw'", "non-numeric entry at row 1"]),
     ("file-decimal-comma", lambda d: _csv(d, "comma.csv", GOOD_CSV.replace(b",", b";").replace(b"1510", b"1510,5")) | {"dataset.csv_delimiter": ";"}, 2, ["comma.csv", "non-numeric entry at row 1", "decimal separator"]),
     ("file-mixed-types-time", lambda d: _csv(d, "mixed.csv", GOOD_CSV.replace(b"\n2,48,", b"\n2,forty-eight,")), 2, ["column 'half_hour'", "non-numeric entry at row 144"]),
+    ("file-clock-times-as-text", lambda d: _csv(d, "clock.csv", GOOD_CSV.replace(b"\n0,1,", b"\n0,00:30,")), 2, ["clock.csv", "column 'half_hour'", "non-numeric entry at row 1", "reads as a date or a clock time", "dataset.time_domain"]),
     ("file-missing-unit-id", lambda d: _csv(d, "nounit.csv", GOOD_CSV.replace(b"\n1,5,", b"\n,5,")), 2, ["column 'monday_index'", "missing privacy-unit id at row 53"]),
     # trial P: a CSV after a spreadsheet round trip, one subject as "1" and "1.0": two units, each person at 2 epsilon
     ("file-unit-id-written-two-ways", lambda d: _csv(d, "ids.csv", GOOD_CSV.replace(b"\n1,5,", b"\n1.0,5,")), 2, ["ids.csv", "column 'monday_index'", "differ only in surrounding spaces or in how a number is written (rows 49 and 53)", "twice the stated epsilon"]),
