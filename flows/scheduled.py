@@ -90,6 +90,12 @@ NEXT_STEP = {
     "cancelled": "the reservation was given back: trigger the deployment again",
 }
 
+#: The next step when the ledger could not be read at send time (its state for the release is unknown).
+UNREAD_STEP = ("the ledger could not be read, so this run's release may be published, held or absent: when the "
+               "ledger is reachable again, `fdp audit show {release_id}` says which — published: nothing to do (the next "
+               "run re-writes its files); reserved: trigger the deployment again (it resumes without a second charge); "
+               "absent: nothing was charged, trigger it again; noised: see the recovery table")
+
 #: What a run refused because its config file changed since ``fdp serve`` deployed it says (:func:`scheduled_release`).
 CONFIG_CHANGED = "changed since series"
 #: The next step of such a run: every later run is refused the same way until ``fdp serve`` is restarted.
@@ -383,9 +389,11 @@ def _failure_parts(series: str, period: str, ledger_url: str | None, dataset_id:
     release_id = f"{series}-{period}"
     record, budget_text, live, has_policy = None, "unknown (the ledger could not be read)", False, True
     dataset = dataset_id
+    read = False
     try:
         ledger = Ledger(ledger_url or default_ledger_url(), read_only=True)
         record = ledger.get(release_id)
+        read = True
         dataset = dataset_id or (record.dataset_id if record is not None else None)
         budgets = ledger.budgets(dataset) if dataset else []
         live = record is not None and record.state in ("reserved", "noised") and owner_may_be_running(
@@ -402,6 +410,8 @@ def _failure_parts(series: str, period: str, ledger_url: str | None, dataset_id:
             budget_text = f"no budget policy for dataset {dataset} yet" if dataset else "no budget policy yet"
     except Exception:  # noqa: BLE001 - a notification is sent even when the ledger is the problem
         pass
+    if not read:  # trial Q: "Ledger: no entry" went out for months already published while PostgreSQL was down
+        return "unknown (the ledger could not be read)", budget_text, UNREAD_STEP.format(release_id=release_id)
     ledger_state = record.state if record is not None else "none"
     budget = _budget_cause(cause)
     if CONFIG_CHANGED in cause:

@@ -179,8 +179,11 @@ def test_a_dataset_not_yet_in_the_ledger_is_told_as_such_not_as_an_unreadable_le
     assert "could not be read" not in text
     broken = tmp_path / "not-a-db.sqlite"
     broken.write_text("garbage")
-    assert "Budget: unknown (the ledger could not be read)." in failure_message(
-        SERIES, period, "Failed", f"sqlite:///{broken}", "nottingham-missing")
+    unread = failure_message(SERIES, period, "Failed", f"sqlite:///{broken}", "nottingham-missing")
+    assert "Budget: unknown (the ledger could not be read)." in unread
+    # trial Q (F1): the release's state is unknown too, never "no entry" with "nothing was charged"
+    assert "Ledger: unknown (the ledger could not be read)." in unread and "no entry" not in unread
+    assert "nothing was charged: fix" not in unread and f"`fdp audit show {SERIES}-{period}` says which" in unread
 
 
 def test_an_exhausted_allowance_or_total_is_told_with_its_real_next_step(tmp_path: Path) -> None:
