@@ -74,7 +74,7 @@ class NoiseRecord(Frozen):
     expected_l2_error_with_bias: float | None = Field(
         None, ge=0, description="fdp plan's 'with bias' at the released tau, eta and psi (ICLP-QR and GP only): "
         "sqrt(E||noise||^2 + bias^2) in source units, the bias being the smoothing bias of a typical mean of norm "
-        "signal_fraction x tau under the risk_prior prior (tuning.risk.iclp_qr.prior@1) — a function of public inputs, "
+        "signal_fraction x tau under the risk_prior prior (tuning.risk.iclp_qr.prior@2) — a function of public inputs, "
         "not the bias of this data; the clipping bias is not included")
     expected_l2_error_with_bias_note: str | None = Field(
         None, description="what expected_l2_error_with_bias is, with its public numbers (signal_fraction, tau)")

@@ -584,7 +584,8 @@ def expected_l2_error(config: Any, plan: Any) -> tuple[float, float] | None:
     return None
 
 
-#: What ``with bias`` adds to the noise, per summary: the prior's typical target (``tuning.risk.iclp_qr.prior@1``).
+#: What ``with bias`` adds to the noise, per summary: the prior's typical target (``tuning.risk.iclp_qr.prior@1``; the
+#: mean's prior is ``@2``'s).
 _TYPICAL_TARGET = {
     "mean": ("a typical mean", "norm signal_fraction x tau", "tau"),
     "covariance": ("a typical surface", "size signal_fraction x tau^2", "tau"),
@@ -631,8 +632,10 @@ def with_bias_note(config: Any, plan: Any) -> str | None:
     what, size, radius = _TYPICAL_TARGET[config.summary]
     fraction, tau = float(plan.signal_fraction), float(getattr(plan, radius))
     size_value = tau**2 if config.summary == "covariance" else tau  # the surface's size is signal_fraction x tau^2
+    formula = getattr(plan, "tuning_formula", None)
+    formula = formula if str(formula).startswith("tuning.risk.iclp_qr.prior@") else "tuning.risk.iclp_qr.prior@1"
     return (f"sqrt(E||noise||^2 + bias^2), the bias being the smoothing bias of {what} of {size} = {fraction:g} x "
-            f"{size_value:.6g} (rescaled units) under the risk_prior prior (tuning.risk.iclp_qr.prior@1) at the released "
+            f"{size_value:.6g} (rescaled units) under the risk_prior prior ({formula}) at the released "
             "(eta, psi): a typical release's error, not this data's; the clipping bias (records shrunk to tau) is not "
             "included")
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from fdpcore import _validate
-from fdpcore._typing import ArrayLike
+from fdpcore._typing import ArrayLike, NDArrayFloat
 from fdpcore.errors import DomainError
 
 __all__ = [
@@ -23,7 +23,9 @@ __all__ = [
     "DEFAULT_SIGNAL_FRACTION",
     "PSS_RULES",
     "RISK_ETAS",
+    "MEAN_PRIOR_DECAY",
     "RISK_PRIORS",
+    "RISK_PRIOR_FORMULAS",
     "RISK_RULES",
     "PSS_RULES_BY_ESTIMATOR",
     "PssChoice",
@@ -33,7 +35,9 @@ __all__ = [
     "pss_iclp_qr",
     "pss_mean",
     "prior_sq_bias",
+    "prior_weights",
     "risk_prior_iclp_qr",
+    "smooth_prior_power",
     "risk_prior_search",
 ]
 
@@ -79,9 +83,15 @@ DEFAULT_SIGNAL_FRACTION = 0.5
 
 #: Priors of ``risk_prior`` for the mean's coefficients, ``E mu_j^2 = s^2 w_j`` with ``sum_j w_j = 1``:
 #: ``paths`` ``w ~ lambda`` (as rough as the kernel's sample paths), ``rkhs`` ``w ~ lambda^2`` (``mu = C^(1/2) g``,
-#: in the kernel's RKHS as the papers assume, MATH.md §4.3), ``mixture`` half of each (the default: it
-#: hedges between the two; the risk is within a small factor of the better one whichever holds).
-RISK_PRIORS = ("paths", "rkhs", "mixture")
+#: in the kernel's RKHS as the papers assume, MATH.md §4.3), ``mixture`` half of each (``prior@1``'s), and
+#: ``smooth`` ``w ~ lambda^a`` with ``a = smooth_prior_power(beta)`` (the mean's default since session 29,
+#: ``tuning.risk.iclp_qr.prior@2``: a prior smoothness of the mean that does not follow the kernel's).
+RISK_PRIORS = ("paths", "rkhs", "mixture", "smooth")
+
+#: The ``smooth`` prior's energy decay in 1-D: ``E mu_j^2 ~ j^-MEAN_PRIOR_DECAY`` (``tuning.risk.iclp_qr.prior@2``).
+#: A mean is an average of n curves, smoother than each: as smooth as the RKHS of a Matérn-3/2 kernel (``lambda^2``,
+#: ``j^-8``), whatever kernel the release's noise uses; the power is kept between the kernel's paths and its RKHS.
+MEAN_PRIOR_DECAY = 8.0
 
 #: The ``eta`` values ``risk_prior`` searches (all feasible for trace-class kernels, MATH.md §4.3).
 RISK_ETAS = (1.0, 1.25, 1.5, 2.0, 2.5, 3.0)
@@ -227,11 +237,46 @@ def pss_mean(estimator: str, rule: str, *, beta: float, n: int, epsilon: float, 
     raise DomainError(f"estimator ({estimator!r}) must be one of {sorted(PSS_RULES_BY_ESTIMATOR)}")
 
 
-def prior_sq_bias(eigenvalues: ArrayLike, eta: float, psi: ArrayLike, *, signal: float, prior: str = "mixture") -> Any:
-    r"""Expected squared shrinkage bias of ICLP-QR under the ``risk_prior`` prior (formula ``tuning.risk.iclp_qr.prior@1``).
+def smooth_prior_power(beta: float) -> float:
+    """The power ``a`` of the ``smooth`` prior's weights ``lambda^a`` for a kernel of decay rate ``beta`` (prior@2).
+
+    .. math:: a=\\min\big(2,\\ \\max(1,\\ D/\beta)\big),\\qquad D = 8
+
+    so that ``lambda_j^a ~ j^-D`` in 1-D (``lambda_j ~ j^-beta``, :func:`fdpcore.basis.kernels.decay_rate`): Matérn-1/2,
+    Brownian and Matérn-3/2 give 2 (their RKHS), Matérn-5/2 4/3, a Gaussian kernel 1 (its paths are smoother still).
+
+    >>> smooth_prior_power(4.0), round(smooth_prior_power(6.0), 4), smooth_prior_power(2.0), smooth_prior_power(40.0)
+    (2.0, 1.3333, 2.0, 1.0)
+    """
+    beta = _validate.positive_finite("beta", beta, privacy=False)
+    return float(min(2.0, max(1.0, MEAN_PRIOR_DECAY / beta)))
+
+
+def prior_weights(eigenvalues: ArrayLike, prior: str, power: float | None = None) -> NDArrayFloat:
+    """The weights ``w_j`` (summing to 1) of a ``risk_prior`` prior (:data:`RISK_PRIORS`); ``smooth`` needs ``power``.
+
+    >>> prior_weights([0.5, 0.25], "smooth", power=2.0).tolist() == prior_weights([0.5, 0.25], "rkhs").tolist()
+    True
+    """
+    lam = np.asarray(eigenvalues, dtype=np.float64)
+    if prior not in RISK_PRIORS:
+        raise DomainError(f"prior ({prior!r}) must be one of {sorted(RISK_PRIORS)}")
+    if prior == "smooth":
+        if power is None:
+            raise DomainError("prior 'smooth' needs its power (smooth_prior_power of the kernel's decay rate)")
+        a = _validate.positive_finite("power", power, privacy=False)
+        return np.asarray(lam**a / float(np.sum(lam**a)), dtype=np.float64)
+    paths, rkhs = lam / float(lam.sum()), lam**2 / float(np.sum(lam**2))
+    return np.asarray({"paths": paths, "rkhs": rkhs, "mixture": 0.5 * paths + 0.5 * rkhs}[prior], dtype=np.float64)
+
+
+def prior_sq_bias(eigenvalues: ArrayLike, eta: float, psi: ArrayLike, *, signal: float, prior: str = "mixture",
+                  power: float | None = None) -> Any:
+    r"""Expected squared shrinkage bias of ICLP-QR under a ``risk_prior`` prior (``tuning.risk.iclp_qr.prior@1``, ``@2``).
 
     .. math:: s^2\sum_j\Big(\frac{\psi}{\lambda_j^\eta+\psi}\Big)^2 w_j,\qquad
-              w=\tfrac12\frac{\lambda}{\mathrm{tr}\,C}+\tfrac12\frac{\lambda^2}{\sum\lambda^2}\ (\text{mixture})
+              w=\tfrac12\frac{\lambda}{\mathrm{tr}\,C}+\tfrac12\frac{\lambda^2}{\sum\lambda^2}\ (\text{mixture}),\quad
+              w=\frac{\lambda^a}{\sum\lambda^a}\ (\text{smooth}, a=\texttt{power})
 
     for a mean with ``E mu_j^2 = s^2 w_j`` (``E||mu||^2 = s^2``). A public function of the kernel, ``eta``, ``psi``
     and the prior signal norm ``s``: the smoothing term that :func:`risk_prior_iclp_qr` balances against the
@@ -243,10 +288,7 @@ def prior_sq_bias(eigenvalues: ArrayLike, eta: float, psi: ArrayLike, *, signal:
     True
     """
     lam = np.asarray(eigenvalues, dtype=np.float64)
-    if prior not in RISK_PRIORS:
-        raise DomainError(f"prior ({prior!r}) must be one of {sorted(RISK_PRIORS)}")
-    paths, rkhs = lam / float(lam.sum()), lam**2 / float(np.sum(lam**2))
-    weights = {"paths": paths, "rkhs": rkhs, "mixture": 0.5 * paths + 0.5 * rkhs}[prior]
+    weights = prior_weights(lam, prior, power)
     p = np.asarray(psi, dtype=np.float64)[..., None]
     return signal * signal * np.sum((p / (lam**eta + p)) ** 2 * weights, axis=-1)
 
@@ -261,8 +303,9 @@ def risk_prior_iclp_qr(
     etas: tuple[float, ...] = RISK_ETAS,
     psis: tuple[float, ...] = RISK_PSIS,
     prior: str = "mixture",
+    power: float | None = None,
 ) -> PssChoice:
-    """``(eta, psi)`` minimising a prior risk of ICLP-QR / GP (formula ``tuning.risk.iclp_qr.prior@1``).
+    """``(eta, psi)`` minimising a prior risk of ICLP-QR / GP (``tuning.risk.iclp_qr.prior@1``; ``@2`` with ``smooth``).
 
     .. math::
         R(\\eta,\\psi) = s^2\\sum_j\\Big(\\frac{\\psi}{\\lambda_j^\\eta+\\psi}\\Big)^2\\frac{\\lambda_j}{\\mathrm{tr}\\,C}
@@ -272,8 +315,9 @@ def risk_prior_iclp_qr(
     computed at ``tau = 1`` (both terms scale with ``tau^2``, so the choice does not depend on ``tau``).
     The first term is the expected squared shrinkage bias of ICLP-QR (MATH.md §4.3) when the mean's
     coefficients have the prior ``E mu_j^2 = s^2 w_j`` (``E||mu||^2 = s^2``, ``s = signal_fraction * tau``,
-    ``w`` from :data:`RISK_PRIORS`; shown above for ``paths``, the default ``mixture`` averages it with
-    ``lambda_j^2 / sum lambda^2``); the second is the expected squared noise of the release with
+    ``w`` from :data:`RISK_PRIORS`; shown above for ``paths``, ``mixture`` averages it with
+    ``lambda_j^2 / sum lambda^2``, ``smooth`` is ``lambda^power`` normalised — the mean's default, formula ``@2``,
+    with ``power = smooth_prior_power(beta)``); the second is the expected squared noise of the release with
     ``N = ||.||_2`` (Laplace ICLP: exact l2 sensitivity, ``kappa = 2/epsilon^2``) or ``N = max`` (GP:
     Cameron-Martin sensitivity, ``kappa = (sigma/Delta)^2``). More budget shrinks the second term, so the
     minimiser moves to smaller ``psi`` and the risk falls as epsilon grows. Public inputs only: the
@@ -296,13 +340,12 @@ def risk_prior_iclp_qr(
     if sensitivity_norm not in ("l2", "max"):
         raise DomainError(f"sensitivity_norm ({sensitivity_norm!r}) must be 'l2' or 'max'")
     tr = float(lam.sum())
-    if prior not in RISK_PRIORS:
-        raise DomainError(f"prior ({prior!r}) must be one of {sorted(RISK_PRIORS)}")
+    prior_weights(lam, prior, power)  # refuses an unknown prior, or smooth without its power
     psi = np.asarray(psis, dtype=np.float64)[:, None]
     best: tuple[float, float, float] | None = None
     for eta in etas:
         le = lam[None, :] ** eta
-        bias = prior_sq_bias(lam, eta, psi[:, 0], signal=s, prior=prior)
+        bias = prior_sq_bias(lam, eta, psi[:, 0], signal=s, prior=prior, power=power)
         a = lam[None, :] ** (eta - 0.5) / (le + psi)
         size = np.sqrt(np.sum(a * a, axis=1)) if sensitivity_norm == "l2" else np.max(a, axis=1)
         risk = bias + kappa * (2.0 / n) ** 2 * size**2 * tr
@@ -311,7 +354,12 @@ def risk_prior_iclp_qr(
             best = (float(risk[k]), float(eta), float(psi[k, 0]))
     if best is None:
         raise DomainError("etas must not be empty")
-    return PssChoice(best[1], best[2], "risk_prior", "tuning.risk.iclp_qr.prior@1", float("nan"))
+    return PssChoice(best[1], best[2], "risk_prior", RISK_PRIOR_FORMULAS[prior], float("nan"))
+
+
+#: The formula id of ``risk_prior`` per prior: ``smooth`` (the mean's default) is ``@2``.
+RISK_PRIOR_FORMULAS = {"paths": "tuning.risk.iclp_qr.prior@1", "rkhs": "tuning.risk.iclp_qr.prior@1",
+                       "mixture": "tuning.risk.iclp_qr.prior@1", "smooth": "tuning.risk.iclp_qr.prior@2"}
 
 
 def risk_prior_search(

@@ -95,6 +95,7 @@ from fdpcore.privacy.tuning import (
     prior_sq_bias,
     pss_mean,
     risk_prior_iclp_qr,
+    smooth_prior_power,
 )
 
 __all__ = [
@@ -171,6 +172,11 @@ PSI_GRID = tuple(10.0**u for u in (-1.0, -0.5, 0.0, 0.5, 1.0))
 M_GRID = (0.25, 0.5, 1.0, 2.0, 4.0)
 #: Number of PCV folds (MATH.md §5.2).
 PCV_FOLDS = 10
+
+
+#: The ``risk_prior`` prior of the mean (``tuning.risk.iclp_qr.prior@2``): ``w ~ lambda^a``, ``a`` from the kernel's
+#: decay rate (:func:`fdpcore.privacy.tuning.smooth_prior_power`); the rule and ``fdp plan``'s ``with bias`` share it.
+MEAN_PRIOR = "smooth"
 
 
 @dataclass(frozen=True, eq=False)
@@ -316,12 +322,13 @@ class MeanPlan:
         """``E||noise||^2`` plus the expected squared smoothing bias of a typical mean (ICLP-QR and GP only).
 
         The bias is :func:`fdpcore.privacy.tuning.prior_sq_bias` at this plan's ``(eta, psi)`` for a mean of norm
-        ``signal_fraction * tau`` spread as the ``risk_prior`` prior: the criterion the default rule minimises,
+        ``signal_fraction * tau`` spread as the ``risk_prior`` prior (:data:`MEAN_PRIOR`, ``tuning.risk.iclp_qr.prior@2``): the criterion the default rule minimises,
         so it falls as epsilon grows. Public inputs only; the actual bias depends on the (unknown) mean.
         """
         if self.estimator not in ("iclp_qr", "gp") or self.pending or self.eta is None or self.psi is None:
             return None
-        bias = float(prior_sq_bias(self.basis.eigenvalues, self.eta, self.psi, signal=self.signal_fraction * self.tau))
+        bias = float(prior_sq_bias(self.basis.eigenvalues, self.eta, self.psi, signal=self.signal_fraction * self.tau,
+                                   prior=MEAN_PRIOR, power=smooth_prior_power(self.beta)))
         return self.expected_sq_l2_error + bias
 
     @property
@@ -509,7 +516,8 @@ def _rule_choice(base: MeanPlan, rule: str, *, n: int, epsilon_mean: float) -> P
         else:
             kappa, norm = 2.0 / epsilon_mean**2, "l2"
         return risk_prior_iclp_qr(base.basis.eigenvalues, n=n, noise_factor=kappa, sensitivity_norm=norm,
-                                  signal_fraction=base.signal_fraction)
+                                  signal_fraction=base.signal_fraction, prior=MEAN_PRIOR,
+                                  power=smooth_prior_power(base.beta))
     return pss_mean(est, rule, beta=base.beta, n=n, epsilon=epsilon_mean, n_kept=base.basis.n_basis)
 
 

@@ -41,7 +41,7 @@ def test_default_rule_is_tau_invariant_and_is_the_default(estimator: str, kw: di
     b = plan_mean_release(g, MATERN, n=200, tau=7.5, epsilon=1.0, estimator=estimator, secure=False, **kw)
     assert a.tuning == "risk_prior" and (a.eta, a.psi) == (b.eta, b.psi)
     assert b.sensitivity == pytest.approx(7.5 * a.sensitivity)
-    assert a.formulas.count("tuning.risk.iclp_qr.prior@1") == 1
+    assert a.formulas.count("tuning.risk.iclp_qr.prior@2") == 1 and a.tuning_formula == "tuning.risk.iclp_qr.prior@2"
     # a smaller public signal scale means more shrinkage
     c = plan_mean_release(g, MATERN, n=200, tau=1.0, epsilon=1.0, estimator=estimator, secure=False,
                           signal_fraction=0.1, **kw)
@@ -72,7 +72,8 @@ def _expected_sq_error(x: np.ndarray, tau: float, eps: float, **kw: float) -> fl
 @pytest.mark.parametrize("kind", ["fourier", "rough"])
 def test_default_error_falls_with_epsilon_on_held_out_curves(kind: str) -> None:
     """Exact expected error (bias on these data + expected noise) at tau = the largest norm: the default falls
-    strictly with epsilon and stays within 2.5x of the best (eta, psi) of a grid (an oracle, not private)."""
+    strictly with epsilon and stays within 1.3x of the best (eta, psi) of a grid (an oracle, not private). Measured:
+    at most 1.23 with prior@2 (the mean's smooth prior); prior@1's mixture reached 1.57 on the fourier family."""
     x = _synthetic(kind, 300, 60, 1)
     tau = float(record_norms(x, midpoint_grid(60).weights).max()) * (1 + 1e-12)
     default, ratios = [], []
@@ -81,8 +82,8 @@ def test_default_error_falls_with_epsilon_on_held_out_curves(kind: str) -> None:
         best = min(_expected_sq_error(x, tau, eps, eta=e, psi=10 ** (k / 2)) for e in RISK_ETAS for k in range(-24, 1))
         default.append(d)
         ratios.append(math.sqrt(d / best))
-    assert default == sorted(default, reverse=True) and default[-1] < 0.25 * default[1]
-    assert max(ratios) < 2.5, ratios
+    assert default == sorted(default, reverse=True) and default[-1] < 0.5 * default[1]
+    assert max(ratios) < 1.3, ratios
     old = [_expected_sq_error(x, tau, eps, tuning="exact_balanced") for eps in (1.0, 16.0)]  # type: ignore[arg-type]
     assert default[-1] < old[-1]
 
@@ -152,3 +153,31 @@ def test_risk_priors_order_the_shrinkage() -> None:
     assert psi["paths"] <= psi["mixture"] <= psi["rkhs"]
     with pytest.raises(DomainError, match="prior"):
         risk_prior_iclp_qr(lam, n=500, noise_factor=2.0, prior="flat")
+    with pytest.raises(DomainError, match="needs its power"):
+        risk_prior_iclp_qr(lam, n=500, noise_factor=2.0, prior="smooth")
+
+
+def test_the_means_smooth_prior_follows_a_fixed_smoothness_not_the_kernels() -> None:
+    """tuning.risk.iclp_qr.prior@2: weights lambda^a with a = clip(8 / beta, 1, 2), so lambda_j^a ~ j^-8 whatever the
+    kernel: Matern-3/2 (beta 4) gets its RKHS prior, Matern-5/2 (beta 6) a = 4/3 (its RKHS would be j^-12), a
+    Gaussian kernel its paths. The mean's rule and its plan's 'with bias' use it; covariance and FoSR keep @1."""
+    from fdpcore.basis.eigen import weighted_eigenbasis
+    from fdpcore.basis.kernels import decay_rate, kernel_spec
+    from fdpcore.privacy.tuning import prior_sq_bias, smooth_prior_power
+
+    g = midpoint_grid(40)
+    for kernel, power in ((MATERN, 2.0), ({"name": "matern", "nu": 2.5, "rho": 0.3}, 4.0 / 3.0),
+                          ({"name": "exponential", "rho": 0.2}, 2.0)):
+        spec = kernel_spec(kernel)
+        lam = weighted_eigenbasis(spec, g).eigenvalues
+        assert smooth_prior_power(decay_rate(spec, lam)) == pytest.approx(power)
+        p = plan_mean_release(g, kernel, n=300, tau=1.0, epsilon=2.0, secure=False)
+        expected = risk_prior_iclp_qr(lam, n=300, noise_factor=2.0 / 2.0**2, prior="smooth", power=power)
+        assert (p.eta, p.psi, p.tuning_formula) == (expected.eta, expected.psi, "tuning.risk.iclp_qr.prior@2")
+        bias = float(prior_sq_bias(lam, p.eta, p.psi, signal=0.5, prior="smooth", power=power))
+        assert p.prior_sq_l2_risk == pytest.approx(p.expected_sq_l2_error + bias, rel=1e-12)
+    assert smooth_prior_power(40.0) == 1.0  # a Gaussian kernel's effective rate: its paths
+    lam = 1.0 / np.arange(1, 40) ** 4
+    lam /= lam.sum()
+    assert risk_prior_iclp_qr(lam, n=500, noise_factor=2.0, prior="smooth", power=2.0).psi == risk_prior_iclp_qr(
+        lam, n=500, noise_factor=2.0, prior="rkhs").psi

@@ -78,7 +78,7 @@ def test_a_mean_with_tau_bought_at_the_median_says_so_before_and_after_the_charg
     assert lines[at + 2] == (
         f"             with bias {noise['expected_l2_error_with_bias']:.4g}: sqrt(E||noise||^2 + bias^2), the bias being "
         f"the smoothing bias of a typical mean of norm signal_fraction x tau = 0.5 x {tau:.6g} (rescaled units) under "
-        "the risk_prior prior (tuning.risk.iclp_qr.prior@1) at the released (eta, psi): a typical release's error, not "
+        "the risk_prior prior (tuning.risk.iclp_qr.prior@2) at the released (eta, psi): a typical release's error, not "
         "this data's; the clipping bias (records shrunk to tau) is not included")
     assert noise["expected_l2_error_with_bias_note"] in lines[at + 2]
     assert lines[at + 3] == (

@@ -203,16 +203,18 @@ def test_plan_default_ladder_png_and_no_ledger_write(tmp_path: Path, capsys: pyt
 
 
 def test_plan_with_bias_is_the_noise_plus_the_prior_bias_of_the_chosen_tuning(tmp_path: Path) -> None:
-    """The column adds exactly prior_sq_bias at the row's (eta, psi) and signal_fraction * tau to the noise."""
+    """The column adds exactly prior_sq_bias at the row's (eta, psi) and signal_fraction * tau to the noise, under the
+    mean's prior (tuning.risk.iclp_qr.prior@2: smooth, power from the kernel's decay rate)."""
     from fdp.flows.config import load_config
     from fdp.tasks.planning import accuracy, mean_plan
 
-    from fdpcore.privacy.tuning import prior_sq_bias
+    from fdpcore.privacy.tuning import prior_sq_bias, smooth_prior_power
 
     config = load_config(REPO / "examples" / "electricity_mean.yaml")
     plan = mean_plan(config, 508)
     row = accuracy(config, plan, 508, band=False)
-    bias = float(prior_sq_bias(plan.basis.eigenvalues, plan.eta, plan.psi, signal=plan.signal_fraction * plan.tau))
+    bias = float(prior_sq_bias(plan.basis.eigenvalues, plan.eta, plan.psi, signal=plan.signal_fraction * plan.tau,
+                               prior="smooth", power=smooth_prior_power(plan.beta)))
     assert bias > 0
     scale = config.dataset.value_scale
     assert row.expected_l2_error_with_bias == pytest.approx(math.sqrt((row.expected_l2_error / scale) ** 2 + bias) * scale)
