@@ -238,9 +238,9 @@ def pss_mean(estimator: str, rule: str, *, beta: float, n: int, epsilon: float, 
 
 
 def smooth_prior_power(beta: float) -> float:
-    """The power ``a`` of the ``smooth`` prior's weights ``lambda^a`` for a kernel of decay rate ``beta`` (prior@2).
+    r"""The power ``a`` of the ``smooth`` prior's weights ``lambda^a`` for a kernel of decay rate ``beta`` (prior@2).
 
-    .. math:: a=\\min\big(2,\\ \\max(1,\\ D/\beta)\big),\\qquad D = 8
+    .. math:: a=\min\big(2,\ \max(1,\ D/\beta)\big),\qquad D = 8
 
     so that ``lambda_j^a ~ j^-D`` in 1-D (``lambda_j ~ j^-beta``, :func:`fdpcore.basis.kernels.decay_rate`): Matérn-1/2,
     Brownian and Matérn-3/2 give 2 (their RKHS), Matérn-5/2 4/3, a Gaussian kernel 1 (its paths are smoother still).

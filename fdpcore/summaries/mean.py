@@ -322,8 +322,8 @@ class MeanPlan:
         """``E||noise||^2`` plus the expected squared smoothing bias of a typical mean (ICLP-QR and GP only).
 
         The bias is :func:`fdpcore.privacy.tuning.prior_sq_bias` at this plan's ``(eta, psi)`` for a mean of norm
-        ``signal_fraction * tau`` spread as the ``risk_prior`` prior (:data:`MEAN_PRIOR`, ``tuning.risk.iclp_qr.prior@2``): the criterion the default rule minimises,
-        so it falls as epsilon grows. Public inputs only; the actual bias depends on the (unknown) mean.
+        ``signal_fraction * tau`` spread as the ``risk_prior`` prior (:data:`MEAN_PRIOR`,
+        ``tuning.risk.iclp_qr.prior@2``): the criterion the default rule minimises, so it falls as epsilon grows. Public inputs only; the actual bias depends on the (unknown) mean.
         """
         if self.estimator not in ("iclp_qr", "gp") or self.pending or self.eta is None or self.psi is None:
             return None
