@@ -443,10 +443,7 @@ def _note_new_ledger(url: str, config: Any) -> None:
     path = sqlite_ledger_file(url)
     if path is None:
         if database_has_ledger(url) is False:  # PostgreSQL: a reachable database without an fdp ledger yet
-            from sqlalchemy.engine import make_url  # loaded with the ledger already
-
-            shown = make_url(url).render_as_string(hide_password=True)
-            print(f"fdp: note: no ledger in the database {shown} yet: this release creates it, with the budget "
+            print(f"fdp: note: no ledger in the database {_safe_url(url)} yet: this release creates it, with the budget "
                   f"of {config.dataset.id!r} from the config's `budget:` proposal; if you meant an existing ledger, stop "
                   "and check --ledger / FDP_LEDGER_URL (the database name)", file=sys.stderr)
         return

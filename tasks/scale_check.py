@@ -95,20 +95,27 @@ def count_out_of_scale(config: Any, inputs: Inputs) -> OutOfScale | None:
             or config.dataset.value_offset == "auto"):
         return None
     tau_min, tau_max = bounds
-    aligned = inputs.aligned
-    rows = aligned.aligned if aligned.aligned is not None else np.ones(aligned.n_samples, dtype=bool)
-    x = np.asarray(aligned.data_matrix)[np.asarray(rows, dtype=bool)]
+    x = _clipped_records(config, inputs)
     if x.shape[0] == 0:
         return None
-    reference = public_reference(config)
-    if reference is not None:
-        with np.errstate(over="ignore"):  # a record near the float range: its norm is then inf, counted above
-            x = x - reference[None, :]
     norms = weighted_norms(x, release_grid(config).weights)  # no overflow of the squares (1e200 is a record too)
     ratio = norms / tau_max
     below = 0 if tau_min is None else int(np.sum(norms < tau_min * (1.0 - 1e-9)))
     return OutOfScale(count=int(np.sum(ratio > OUT_OF_SCALE_MARGIN)), n=int(x.shape[0]), tau_max=tau_max,
                       median_ratio=float(np.median(ratio)), max_ratio=float(np.max(ratio)), below=below, tau_min=tau_min)
+
+
+def _clipped_records(config: Any, inputs: Inputs) -> np.ndarray:
+    """The aligned records as the clip sees them: rescaled, zero records left out, centred on the public reference."""
+    aligned = inputs.aligned
+    assert aligned is not None  # callers check: a curve summary on the in-memory engine
+    rows = aligned.aligned if aligned.aligned is not None else np.ones(aligned.n_samples, dtype=bool)
+    x = np.asarray(aligned.data_matrix)[np.asarray(rows, dtype=bool)]
+    reference = public_reference(config)
+    if reference is not None and x.size:
+        with np.errstate(over="ignore", invalid="ignore"):  # a record near the float range: its norm is then inf
+            x = x - reference[None, :]
+    return x
 
 
 def out_of_scale_warning(config: Any, scale: OutOfScale | None) -> str | None:
@@ -171,13 +178,8 @@ def narrow_values_warning(config: Any, inputs: Inputs) -> str | None:
     """
     if config.summary not in CURVE_SUMMARIES or inputs.aligned is None or config.dataset.value_offset == "auto":
         return None
-    aligned = inputs.aligned
-    rows = aligned.aligned if aligned.aligned is not None else np.ones(aligned.n_samples, dtype=bool)
-    x = np.asarray(aligned.data_matrix)[np.asarray(rows, dtype=bool)]
+    x = _clipped_records(config, inputs)
     reference = public_reference(config)
-    if reference is not None and x.size:
-        with np.errstate(over="ignore", invalid="ignore"):
-            x = x - reference[None, :]
     if x.size == 0 or not np.all(np.isfinite(x)):
         return None
     span = float(np.max(x) - np.min(x))

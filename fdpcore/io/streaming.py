@@ -48,7 +48,7 @@ from fdpcore.basis.grids import Grid
 from fdpcore.data.accumulate import CurveSums, DesignSums, accumulate_curves, quantisation_exponent
 from fdpcore.data.preprocess import align_long, centre_on_reference, clip_l2, rescale_long
 from fdpcore.errors import DataError, DomainError, OutOfMemoryError
-from fdpcore.io.tables import id_key, memory_ran_out
+from fdpcore.io.tables import WRITTEN_TWO_WAYS, id_key, memory_ran_out
 
 __all__ = ["FilePartial", "StreamSpec", "combine_partials", "dataset_files", "ingest_file", "stream_dataset"]
 
@@ -204,12 +204,8 @@ def _check_id_keys(keys: dict[object, str], units: pa.Array, fname: str, col: st
     for text in pc.drop_null(pc.unique(units)).to_pylist():
         if keys.setdefault(id_key(text), text) != text:
             row = offset + int(pc.index(units, text).as_py()) + 1
-            raise DataError(
-                f"{fname}: column {col!r} has a privacy-unit id at row {row} that differs from an earlier row's only in "
-                "surrounding spaces or in how a number is written: each is counted as a separate unit, so one unit "
-                "written two ways would be released as two and protected only at twice the stated epsilon; write every "
-                "unit's id one way (e.g. as integers, without spaces), or give different units ids that differ in more "
-                "than that")
+            raise DataError(f"{fname}: column {col!r} has a privacy-unit id at row {row} that differs from an earlier "
+                            f"row's only in surrounding spaces or in how a number is written: {WRITTEN_TWO_WAYS}")
 
 
 def combine_partials(partials: Iterable[FilePartial]) -> CurveSums:
@@ -240,10 +236,8 @@ def combine_partials(partials: Iterable[FilePartial]) -> CurveSums:
     for q in parts:
         for key, text in (q.id_keys or {}).items():
             if seen.setdefault(key, text) != text:
-                raise DataError(
-                    f"dataset: files {where[key]!r} and {q.source!r} hold privacy-unit ids that differ only in surrounding "
-                    "spaces or in how a number is written: one unit written two ways would be released as two; write "
-                    "every unit's id one way")
+                raise DataError(f"dataset: files {where[key]!r} and {q.source!r} hold privacy-unit ids that differ only "
+                                f"in surrounding spaces or in how a number is written: {WRITTEN_TWO_WAYS}")
             where.setdefault(key, q.source)
     total = parts[0].sums
     for q in parts[1:]:

@@ -337,13 +337,15 @@ def check_id_variants(col: pa.ChunkedArray | pa.Array, fname: str, name: str, wh
     plain = pc.cast(col, t) if pa.types.is_dictionary(col.type) else col  # index() has no dictionary kernel
     rows = sorted(int(pc.index(plain, v).as_py()) + 1 for v in (a, b))
     more = f"; {len(clash)} such pairs in all" if len(clash) > 1 else ""
-    raise DataError(
-        f"{fname}: column {name!r} has {what}s that differ only in surrounding spaces or in how a number is written "
-        f"(rows {rows[0]} and {rows[1]}{more}): each is counted as a separate unit, so one unit written two ways would "
-        "be released as two and protected only at twice the stated epsilon; write every unit's id one way (e.g. as "
-        "integers, without spaces), or, if these really are different units, give them ids that differ in more than "
-        "that (e.g. a prefix)"
-    )
+    raise DataError(f"{fname}: column {name!r} has {what}s that differ only in surrounding spaces or in how a number is "
+                    f"written (rows {rows[0]} and {rows[1]}{more}): {WRITTEN_TWO_WAYS}")
+
+
+#: Why ids written two ways are refused and what to do (every reader's message ends with it; no id is quoted).
+WRITTEN_TWO_WAYS = ("each is counted as a separate unit, so one unit written two ways would be released as two and "
+                    "protected only at twice the stated epsilon; write every unit's id one way (e.g. as integers, "
+                    "without spaces), or, if these really are different units, give them ids that differ in more than "
+                    "that (e.g. a prefix)")
 
 
 def _ids(col: pa.ChunkedArray, fname: str, name: str, what: str) -> AnyArray:
