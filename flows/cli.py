@@ -29,7 +29,15 @@ import sqlalchemy
 
 # Prefect and the flows are imported where a command needs them (``release``, ``demo``, ``serve``), so
 # ``fdp schema``, ``fdp budget`` and ``fdp audit`` start without Prefect (benchmarks/README.md, CLI).
-from fdp.flows.config import DEFAULT_CRON, check_cron, config_sha256, format_validation_error, load_config, series_name
+from fdp.flows.config import (
+    DEFAULT_CRON,
+    check_cron,
+    config_sha256,
+    format_validation_error,
+    load_config,
+    precheck_budget,
+    series_name,
+)
 from fdp.flows.interrupts import exit_code, finish_quietly, interrupts, signal_name
 from fdp.flows.registry import SUMMARIES
 from fdp.flows.temporary_server import TemporaryServer, start_temporary_server
@@ -459,7 +467,7 @@ def _note_new_ledger(url: str, config: Any) -> None:
 def _run_release(config: Any, config_path: Path, out_dir: Path, url: str, rid: str, period: str | None,
                  n: int | None = None) -> int:
     try:
-        _precheck_budget(url, config, rid, period)
+        precheck_budget(url, config, rid, period)
     except NotResumableError as exc:  # noised: by a run that stopped, or by one publishing it right now
         other_run = _wait_for_other_run(exc, Ledger(url, read_only=True), rid, None)
         if other_run is None:
@@ -673,24 +681,6 @@ def _check_dataset_path(config: Any, config_path: Path) -> None:
     if not path.exists():
         raise DataError(f"dataset.path: file {str(path)!r} does not exist; check the path (relative paths are resolved "
                         "against the config file)")
-
-
-def _precheck_budget(url: str, config: Any, release_id: str, period: str | None) -> None:
-    """Read-only: refuse (exit 3) a charge the budget cannot cover before any work; the atomic charge still decides.
-
-    A SQLite ledger that does not exist yet is not created here (the first charge creates it).
-    """
-    sa_url = sqlalchemy.engine.make_url(url)
-    if sa_url.get_backend_name() == "sqlite" and sa_url.database and not Path(sa_url.database).exists():
-        return
-    try:
-        ledger = Ledger(url, read_only=True)
-    except LedgerError:
-        return  # e.g. an older schema: the release's own opening migrates it (or says what is wrong)
-    proposal = config.budget
-    ledger.precheck(release_id=release_id, dataset_id=config.dataset.id, epsilon=config.privacy.epsilon,
-                    delta=config.privacy.delta, config_sha256=config_sha256(config), period=period,
-                    proposal={"epsilon": proposal.epsilon, "delta": proposal.delta, **proposal.policy()})
 
 
 #: How to start the Prefect server ``fdp serve`` needs (docs/operations.md, step 1).

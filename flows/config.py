@@ -13,10 +13,12 @@ from fdp.flows.registry import SUMMARIES
 from fdp.schemas.config import series_name
 from pydantic import BaseModel, ValidationError
 
-from fdpcore.errors import ConfigError
+from fdpcore.errors import ConfigError, LedgerError
+from fdpcore.ledger import Ledger, sqlite_ledger_file
 from fdpcore.limits import MAX_CONFIG_BYTES, MAX_CONFIG_JSON_BYTES, MAX_LIST_LENGTH, MAX_TEXT_LENGTH
 
-__all__ = ["DEFAULT_CRON", "check_cron", "config_sha256", "format_validation_error", "load_config", "series_name"]
+__all__ = ["DEFAULT_CRON", "check_cron", "config_sha256", "format_validation_error", "load_config", "precheck_budget",
+           "series_name"]
 
 #: Schedule of ``fdp serve`` deployments (:mod:`fdp.flows.scheduled`): 06:00 UTC on the first day of every month.
 DEFAULT_CRON = "0 6 1 * *"
@@ -170,6 +172,31 @@ def config_sha256(config: BaseModel) -> str:
         data.pop("release", None)
     canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def precheck_budget(url: str, config: Any, release_id: str, period: str | None) -> None:
+    """Read-only: refuse a charge the budget cannot cover before any work; the atomic charge still decides.
+
+    ``fdp release`` (exit 3) and every scheduled run call it before the data are read, so a month whose allowance
+    is spent costs no read and no plan per tick (trial Q, F4). A SQLite ledger that does not exist yet is not
+    created here (the first charge creates it).
+
+    Raises:
+        BudgetExceededError: the config's epsilon/delta do not fit the total or the period's allowance.
+        NotResumableError: the id drew its noise and was not published (a live run may be publishing it).
+        ReleaseConflictError: the id was used with another config.
+    """
+    path = sqlite_ledger_file(url)
+    if path is not None and not path.exists():
+        return
+    try:
+        ledger = Ledger(url, read_only=True)
+    except LedgerError:
+        return  # e.g. an older schema: the release's own opening migrates it (or says what is wrong)
+    proposal = config.budget
+    ledger.precheck(release_id=release_id, dataset_id=config.dataset.id, epsilon=config.privacy.epsilon,
+                    delta=config.privacy.delta, config_sha256=config_sha256(config), period=period,
+                    proposal={"epsilon": proposal.epsilon, "delta": proposal.delta, **proposal.policy()})
 
 
 def check_cron(cron: str, now: datetime.datetime | None = None) -> datetime.datetime:

@@ -15,7 +15,9 @@ release id:
   ``<series>-<period>`` (no paths, and months tell apart in the UI).
 
 The run is charged to that period: when the dataset's allowance for the period (or its total) is
-exhausted, the run fails with the budget message (visible in the Prefect UI), and nothing is spent.
+exhausted, the run fails with the budget message (visible in the Prefect UI), and nothing is spent; that check
+(read-only, :func:`fdp.flows.config.precheck_budget`) comes before the data are read, so a month whose allowance
+is spent costs no read or plan per tick. The summary's atomic charge still decides.
 
 Failed and crashed runs are notified (docs/operations.md, which also says what is not: a clean stop, a dead serve between ticks). A served run's process sends Prefect flow-run
 heartbeats every :func:`heartbeat_seconds`; for each series ``fdp serve`` keeps two server-side Prefect
@@ -53,17 +55,18 @@ import hashlib
 import json
 import math
 import os
+from contextlib import suppress
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from fdp.flows.config import DEFAULT_CRON, config_sha256, load_config, series_name
+from fdp.flows.config import DEFAULT_CRON, config_sha256, load_config, precheck_budget, series_name
 from fdp.flows.registry import SUMMARIES
 from fdp.tasks._settings import quiet_expected_tracebacks
 from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 
-from fdpcore.errors import ConfigError
+from fdpcore.errors import ConfigError, NotResumableError
 from fdpcore.ledger import (
     Ledger,
     current_period,
@@ -535,6 +538,8 @@ def scheduled_release(
             "definition (under a new release.name if the series has releases). Nothing was charged")
     period, release_id = release_calendar(series, _scheduled_start())
     url = ledger_url or default_ledger_url()
+    with suppress(NotResumableError):  # noised, not published: the summary's run waits for a live one or says so
+        precheck_budget(url, config, release_id, period)  # a spent allowance is refused before the data are read
     out_dir = Path(out_root) / series / period
     summary_flow: Any = SUMMARIES[config.summary].flow
     state = summary_flow.with_options(flow_run_name=release_id)(

@@ -246,6 +246,8 @@ def test_a_run_the_budget_refuses_logs_the_reason_without_a_traceback(series: di
     assert "would be exceeded" in err  # the reason is logged ...
     assert "Traceback (most recent call last)" not in err, err[-3000:]  # ... as a message, not a stack
     assert led.budgets("sched")[0].spent == (0.0, 0.0)
+    # trial Q, F4: refused before the summary's run reads the data (it did read and plan every tick, then refuse)
+    assert "curves aligned" not in err and f"Beginning subflow run '{SERIES}-" not in err, err[-3000:]
 
 
 def test_a_run_refused_for_a_changed_config_is_told_to_restart_serve_not_to_trigger_again(tmp_path: Path) -> None:
