@@ -161,6 +161,7 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
     budget = _budget(ledger_url, config)
     rows: list[dict[str, Any]] = []
     per_epsilon: dict[str, list[float]] = {}  # a warning's text -> the epsilons it holds at (said once)
+    low_tau: list[tuple[float, dict[str, Any]]] = []  # the epsilons whose tau level is low: one warning lists them
     ro_url = _read_only_url(ledger_url or default_ledger_url())
     for eps in epsilons or epsilon_ladder(config.privacy.epsilon):
         row: dict[str, Any]
@@ -174,7 +175,10 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
                 row["with_bias_note"] = with_bias_note(cfg, plan)
             alternative = _fixed_tau_alternative(cfg, n, row)  # priced once: the break-even and the warning
             row["tau_break_even"] = _break_even_of(cfg, row, alternative)
-            found = [low_tau_warning(cfg, row, n, alternative), fpca_shortfall_warning(cfg, row),
+            low = _low_tau_facts(cfg, row, n, alternative)
+            if low is not None:
+                low_tau.append((eps, low))
+            found = [fpca_shortfall_warning(cfg, row),
                      covariance_centering_check(cfg, n, ro_url) if cfg.summary == "covariance" else None]
             for text in filter(None, found):
                 per_epsilon.setdefault(text, []).append(eps)
@@ -193,6 +197,8 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
         row["fits_budget"] = None if left is None else not short
         row["budget_short"] = short
         rows.append(row)
+    if low_tau:
+        per_epsilon = {low_tau_text(config, [f for _, f in low_tau]): [e for e, _ in low_tau], **per_epsilon}
     warnings = [f"at epsilon {', '.join(f'{e:g}' for e in eps_list)}: {text}" for text, eps_list in per_epsilon.items()]
     warnings += from_data + [w for w in (erm_eta_warning(config),) if w is not None]
     ds = config.dataset
@@ -433,25 +439,48 @@ def low_tau_warning(config: Any, row: dict[str, Any], n: int, alternative: dict[
     ends with the error of the alternative a user can pick before spending: ``tau`` fixed at the upper end of
     ``tau_range`` with the whole epsilon (:func:`_fixed_tau_alternative`; not for FPCA, which has no additive noise).
     """
+    facts = _low_tau_facts(config, row, n, alternative)
+    return None if facts is None else low_tau_text(config, [facts])
+
+
+def _low_tau_facts(config: Any, row: dict[str, Any], n: int,
+                   alternative: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """What :func:`low_tau_warning` says of one row: its level, and the fixed-tau alternative's noise and break-even."""
     if config.summary not in LOW_TAU_SUMMARIES:
         return None
     level = next((b["quantile_level"] for b in row.get("bought") or () if b["name"] == "tau" and not b["a_priori"]),
                  None)
     if level is None or level >= LOW_TAU_LEVEL:
         return None
+    if config.summary == "fpca":
+        return {"level": level}
+    alternative = alternative or _fixed_tau_alternative(config, n, row)
+    even = _break_even_of(config, row, alternative)
+    if alternative is None or even is None:
+        return {"level": level}
+    return {"level": level, "tau": alternative["tau"], "noise": alternative["noise"], "even": even}
+
+
+def low_tau_text(config: Any, facts: list[dict[str, Any]]) -> str:
+    """The low-level warning of one or more epsilons (``facts`` in their order, :func:`_low_tau_facts`): said once.
+
+    Five epsilons of one plan used to repeat the same paragraph five times with a different level; their levels,
+    the alternative's errors and break-evens are now listed in one sentence.
+    """
     centering = getattr(config, "centering", None)
     target = clip_target(None if centering is None else centering.model_dump(mode="json"),
                          config.dataset.value_offset)
+    levels = [f["level"] for f in facts]
     if config.summary == "fpca":  # its level is the median whatever n and epsilon (tuning.tau.summary_level@1)
-        return (low_level_text("fpca", level, target, planned=True) + " (FPCA's tau: auto always targets the median); "
+        return (low_level_text("fpca", levels, target, planned=True) + " (FPCA's tau: auto always targets the median); "
                 "lever: a public clipping.tau if a tight a-priori bound on the norms is known")
-    alternative = alternative or _fixed_tau_alternative(config, n, row)
-    even = _break_even_of(config, row, alternative)
-    fixed = "" if alternative is None or even is None else (
-        f"; the alternative, clipping.tau: {alternative['tau']:g} fixed (the upper end of tau_range: the whole epsilon, "
-        f"no split, and no clipping bias if no record's norm exceeds it), has E L2 error {alternative['noise']:.4g}: "
-        f"buying wins only if the tau it releases is below {even:.3g} and the shrunk records' bias stays small")
-    return (low_level_text(config.summary, level, target, planned=True)
+    fixed = ""
+    if all("even" in f for f in facts):
+        fixed = (f"; the alternative, clipping.tau: {facts[0]['tau']:g} fixed (the upper end of tau_range: the whole "
+                 "epsilon, no split, and no clipping bias if no record's norm exceeds it), has E L2 error "
+                 + ", ".join(f"{f['noise']:.4g}" for f in facts) + ": buying wins only if the tau it releases is below "
+                 + ", ".join(f"{f['even']:.3g}" for f in facts) + " and the shrunk records' bias stays small")
+    return (low_level_text(config.summary, levels, target, planned=True)
             + " (the level rises with n * epsilon); levers: more epsilon, a public clipping.tau if a tight "
             "a-priori bound on the norms is known, a public reference curve close to the expected mean ("
             + ("centering.reference)" if config.summary == "covariance" else "centering)") + fixed)

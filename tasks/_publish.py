@@ -12,6 +12,7 @@ import hashlib
 import io
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -466,10 +467,12 @@ def low_tau_text(manifest: dict[str, Any]) -> str | None:
     return low_level_text(summary, choice["quantile_level"], clip_target(par.get("centering"), par.get("value_offset")))
 
 
-def low_level_text(summary: str, level: float, target: str, *, planned: bool = False) -> str:
+def low_level_text(summary: str, level: float | Sequence[float], target: str, *, planned: bool = False) -> str:
     """The sentence on a low ``tau`` level: ``fdp release``, its note, and ``fdp plan`` (``planned``: future tense).
 
-    Public inputs only: the level comes from ``n`` and the tau split (``tuning.tau.quantile_level@3``). The level is the
+    ``fdp plan`` passes the levels of several epsilons at once (in the order of its epsilons) and the sentence lists
+    them, so its general part is said once. Public inputs only: the level comes from ``n`` and the tau split
+    (``tuning.tau.quantile_level@3``). The level is the
     quantile's *target*: the DP draw lands near it, not on it, and at small ``n * epsilon`` it occasionally lands below
     every record (1.1 % of draws in a trial at n = 72, epsilon 1), so the sentence gives the share as an expectation.
     Clipping shortens each large record's deviation from the centre, the largest the most, so the bias of a mean need
@@ -494,8 +497,11 @@ def low_level_text(summary: str, level: float, target: str, *, planned: bool = F
                       "records far from the centre count less than in the unclipped principal components"}[summary]
     expected = "are expected above it and will be shrunk to it" if planned else \
         "are expected to have been above it and shrunk to it"
-    return (f"tau {'will be' if planned else 'is'} a DP estimate aimed at the {level:.3g} quantile of the record norms: "
-            f"about {1 - level:.0%} of the records {expected}, but a DP draw can land away from its target — at small "
+    levels = [float(level)] if isinstance(level, (int, float)) else [float(v) for v in level]
+    levels = levels[:1] if len({f"{v:.3g}" for v in levels}) == 1 else levels  # one level for all: said once
+    quantiles, above = ", ".join(f"{v:.3g}" for v in levels), ", ".join(f"{1 - v:.0%}" for v in levels)
+    return (f"tau {'will be' if planned else 'is'} a DP estimate aimed at the {quantiles} quantile of the record norms: "
+            f"about {above} of the records {expected}, but a DP draw can land away from its target — at small "
             f"n * epsilon occasionally below every record, so that all of them {'are' if planned else 'were'} shrunk "
             f"(1.1% of draws in a trial at n = 72, epsilon 1); {effect}"
             + ("" if summary == "fpca" else "; the error can be several times the "

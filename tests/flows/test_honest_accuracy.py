@@ -146,6 +146,22 @@ def test_plan_warns_per_epsilon_where_the_tau_level_is_low_and_not_where_it_is_h
     assert "clipping shortens each shrunk record's deviation from the public reference curve" in warning
 
 
+def test_plan_says_the_low_level_warning_once_for_all_its_epsilons(tmp_path: Path) -> None:
+    """Five epsilons of one plan printed the same long paragraph five times; it is one warning listing them."""
+    cfg = write_config(tmp_path, REPO / "examples" / "electricity_mean_auto.yaml")
+    report = plan_report(cfg, [0.2, 0.5, 40.0], None)
+    rows = {r["epsilon"]: r for r in report["rows"]}
+    levels = [rows[e]["bought"][0]["quantile_level"] for e in (0.2, 0.5)]
+    assert levels[0] < levels[1] < 0.9 <= rows[40.0]["bought"][0]["quantile_level"]
+    low = [w for w in report["warnings"] if "quantile of the record norms" in w]
+    assert len(low) == 1 and low[0].count("a DP draw can land away from its target") == 1
+    assert low[0].startswith(f"at epsilon 0.2, 0.5: tau will be a DP estimate aimed at the {levels[0]:.3g}, "
+                             f"{levels[1]:.3g} quantile of the record norms: about {1 - levels[0]:.0%}, "
+                             f"{1 - levels[1]:.0%} of the records")
+    assert low[0].endswith(f"buying wins only if the tau it releases is below {rows[0.2]['tau_break_even']:.3g}, "
+                           f"{rows[0.5]['tau_break_even']:.3g} and the shrunk records' bias stays small")
+
+
 def test_plan_explains_an_e_l2_error_that_rises_with_epsilon(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """n = 30, tau_range up to 0.5: at epsilon 1.5 tau is a priori (the whole epsilon for the noise), at 2 half of it
     buys tau; both rows are priced at tau = 1, so the column rises although the release's noise scales down."""
