@@ -68,11 +68,22 @@ def noise_task(fn: Callable[P, R] | None = None, /, **options: Any) -> Any:
     return data_task(fn, **{**options, "retries": 0})
 
 
+#: What Prefect's engine logs, a second time, when a flow run's own exception ends its process (``fdp serve``'s runs).
+ENGINE_EXIT = "Engine execution exited with unexpected exception"
+
+
 class _NoTracebackForExpectedErrors(logging.Filter):
-    """Prefect logs a task's exception with its traceback; for fdp's own errors the message is enough."""
+    """Prefect logs a task's exception with its traceback; for fdp's own errors the message is enough.
+
+    The engine's closing line for such an error (:data:`ENGINE_EXIT`) is dropped: the run's *Failed* state already
+    carries the message, and the line was logged under the run's first, generated name (trial Q: "Flow run
+    'tungsten-alpaca' - Engine execution exited …" after every budget-refused tick).
+    """
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.exc_info and isinstance(record.exc_info[1], FdpError):
+            if record.getMessage() == ENGINE_EXIT:
+                return False
             record.exc_info, record.exc_text = None, None
         return True
 
