@@ -65,6 +65,7 @@ from fdpcore.ledger import (
     Ledger,
     LedgerURLError,
     OldLedgerError,
+    check_ledger_directory,
     check_period,
     checkpoint_evidence,
     current_period,
@@ -1300,7 +1301,8 @@ def _no_ledger_yet(url: str) -> bool:
         if not db or db == ":memory:" or db.startswith("file:") or u.query.get("uri") == "true":
             return False  # in memory or a URI: opening the ledger says what it is
         path = Path(db).absolute()
-        if not path.exists():  # it can be created (no file where a folder must be): not there yet
+        if not path.exists():  # not there yet, if a writing command could create it (trial R: else it says why not)
+            check_ledger_directory(db)
             return next(p for p in path.parents if p.exists()).is_dir()
         if path.is_file() and path.stat().st_size == 0:
             return True

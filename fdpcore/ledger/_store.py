@@ -1605,6 +1605,24 @@ class LedgerURLError(LedgerError):
 LEDGER_BACKENDS = ("sqlite", "postgresql")
 
 
+def check_ledger_directory(db: str) -> None:
+    """Refuse a SQLite ledger file whose directory does not exist and is not fdp's state directory (creates nothing).
+
+    What a writing command (:func:`_sqlite_directory`) refuses, read-only commands (``fdp budget show``) refuse too:
+    "no ledger yet" would promise a first ``fdp budget set`` that fails.
+
+    Raises:
+        LedgerURLError: the directory does not exist (a typo in ``--ledger`` / ``FDP_LEDGER_URL``).
+    """
+    parent = Path(db).expanduser().parent
+    if parent.is_dir() or is_state_dir(parent):
+        return
+    raise LedgerURLError(
+        f"ledger directory {str(parent)!r} does not exist (ledger URL sqlite:///{db}): check --ledger / "
+        "FDP_LEDGER_URL for a typo; fdp creates a new ledger file in an existing directory, never the directory "
+        "(except its own state directory for the default ledger)")
+
+
 def _sqlite_directory(db: str) -> None:
     """Make sure a writable SQLite ledger's directory exists: created only for fdp's own state directory.
 
@@ -1615,11 +1633,7 @@ def _sqlite_directory(db: str) -> None:
     parent = Path(db).expanduser().parent
     if parent.is_dir():
         return
-    if not is_state_dir(parent):
-        raise LedgerURLError(
-            f"ledger directory {str(parent)!r} does not exist (ledger URL sqlite:///{db}): check --ledger / "
-            "FDP_LEDGER_URL for a typo; fdp creates a new ledger file in an existing directory, never the directory "
-            "(except its own state directory for the default ledger)")
+    check_ledger_directory(db)
     try:
         parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -181,8 +181,8 @@ def test_serve_with_its_prefect_server_down_says_to_start_one_not_to_unset_the_u
 def test_read_only_commands_on_no_ledger_say_so_and_create_nothing(
         command: list[str], kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "state" / "ledger.sqlite"
+    path.parent.mkdir()
     if kind != "missing":
-        path.parent.mkdir()
         path.touch()
     if kind == "empty-database":  # a real SQLite database (header written) with no tables
         sqlite3.connect(path).execute("PRAGMA user_version = 0").connection.commit()
@@ -200,9 +200,20 @@ def test_read_only_commands_on_no_ledger_say_so_and_create_nothing(
     assert main(["audit", "verify", "--ledger", url]) == 1  # nothing to verify is not a verified chain
     assert "no fdp ledger at" in capsys.readouterr().err
     if before is None:
-        assert not path.exists() and not path.parent.exists()
+        assert not path.exists()
     else:
         assert path.stat().st_size == before.st_size and path.stat().st_mtime_ns == before.st_mtime_ns
+
+
+def test_read_only_commands_refuse_a_ledger_in_a_missing_directory_as_writing_ones_do(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Trial R: `budget show` said "no ledger yet: created by the first `fdp budget set`", which then refused (exit 2)."""
+    url = f"sqlite:///{tmp_path / 'no' / 'such' / 'ledger.sqlite'}"
+    for command in (["budget", "show"], ["calendar"], ["budget", "set", "ds", "--epsilon", "1"]):
+        assert main([*command, "--ledger", url]) == 2, command
+        err = capsys.readouterr().err
+        assert f"ledger directory {str(tmp_path / 'no' / 'such')!r} does not exist" in err and "yet" not in err
+    assert not (tmp_path / "no").exists()
 
 
 def test_read_only_commands_on_an_empty_database_of_each_back_end_say_no_ledger_yet(
