@@ -14,7 +14,7 @@ from fdp.schemas.config import series_name
 from pydantic import BaseModel, ValidationError
 
 from fdpcore.errors import ConfigError, LedgerError
-from fdpcore.ledger import Ledger, sqlite_ledger_file
+from fdpcore.ledger import Ledger, check_ledger_directory, sqlite_ledger_file
 from fdpcore.limits import MAX_CONFIG_BYTES, MAX_CONFIG_JSON_BYTES, MAX_LIST_LENGTH, MAX_TEXT_LENGTH
 
 __all__ = ["DEFAULT_CRON", "check_cron", "config_sha256", "format_validation_error", "load_config", "precheck_budget",
@@ -182,12 +182,14 @@ def precheck_budget(url: str, config: Any, release_id: str, period: str | None) 
     created here (the first charge creates it).
 
     Raises:
+        LedgerURLError: a SQLite ledger in a directory that does not exist (not fdp's state directory).
         BudgetExceededError: the config's epsilon/delta do not fit the total or the period's allowance.
         NotResumableError: the id drew its noise and was not published (a live run may be publishing it).
         ReleaseConflictError: the id was used with another config.
     """
     path = sqlite_ledger_file(url)
     if path is not None and not path.exists():
+        check_ledger_directory(str(path))  # a mistyped directory: exit 2 now, before Prefect starts (trial R)
         return
     try:
         ledger = Ledger(url, read_only=True)

@@ -35,12 +35,15 @@ def test_a_ledger_in_a_missing_directory_is_refused_and_nothing_is_created(tmp_p
     ["budget", "set", "adelaide-electricity-monday", "--epsilon", "5"],
 ])
 def test_commands_that_write_refuse_a_mistyped_ledger_directory_with_exit_2(
-        command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    started = []  # trial R: refused only after Prefect's temporary server had started (6 s, its log lines first)
+    monkeypatch.setattr("fdp.flows.cli.start_temporary_server", lambda: started.append(1))
     url = f"sqlite:///{tmp_path / 'nope' / 'ledger.db'}"
     assert main([*command, "--ledger", url, *(["--out", str(tmp_path / "out")] if command[0] == "release" else [])]) == 2
     err = capsys.readouterr().err
     assert f"ledger directory {str(tmp_path / 'nope')!r} does not exist" in err and "check --ledger" in err
     assert not (tmp_path / "nope").exists() and not (tmp_path / "out" / "manifest.json").exists()
+    assert not started
 
 
 def test_a_release_that_creates_its_ledger_file_says_so_and_a_rerun_does_not(
