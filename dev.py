@@ -102,7 +102,8 @@ def main(argv: list[str]) -> int:
     if argv[0] == "docs":
         env["NO_MKDOCS_2_WARNING"] = "1"
         args = ["serve", *argv[2:]] if argv[1:2] == ["serve"] else ["build", "--strict", *argv[1:]]
-        return subprocess.run([str(BIN / "mkdocs"), *args], cwd=ROOT, env=env, check=False).returncode
+        os.chdir(ROOT)  # mkdocs replaces this process, so Ctrl-C and SIGTERM reach it, not a parent that kills it
+        os.execve(str(BIN / "mkdocs"), [str(BIN / "mkdocs"), *args], env)
     if argv[0] == "results":
         return subprocess.run([str(python), "-m", "experiments.report", *argv[1:]], cwd=ROOT, env=env,
                               check=False).returncode

@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import os
 import re
+import signal
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -34,6 +38,37 @@ def test_manual_builds_strictly(tmp_path: Path) -> None:
     # the API reference is generated from the docstrings, not empty headings
     api = (site / "api" / "summaries" / "index.html").read_text()
     assert "covariance_public_sensitivity" in api and "release_mean" in api
+    assert not (site / "hooks.py").exists()  # the build's hook is not a page (trial R: it was published)
+
+
+def test_docs_serve_stops_on_sigterm_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    """Trial R: SIGTERM to `dev.py docs serve` left `mkdocs serve` answering and its temporary folders in /tmp."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = {**os.environ, "TMPDIR": str(temp), "NO_MKDOCS_2_WARNING": "1"}
+    proc = subprocess.Popen([sys.executable, str(REPO / "dev.py"), "docs", "serve", "-a", f"127.0.0.1:{port}"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2).close()
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
+                time.sleep(0.5)
+        assert list(temp.iterdir())  # the served site and the hook's link tree
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    with pytest.raises(OSError):
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2)
+    assert list(temp.iterdir()) == []
 
 
 def test_readme_is_a_front_page_with_the_two_quick_start_commands() -> None:
