@@ -542,7 +542,9 @@ def _print_release(manifest: dict[str, Any], out_dir: Path, budget: DatasetBudge
         print(f"             {f}")
     from fdp.tasks._publish import (  # loaded by the release already
         accuracy_text,
+        coefficient_noise_text,
         floor_shrunk_text,
+        indistinct_text,
         low_tau_text,
         with_bias_text,
     )
@@ -559,9 +561,12 @@ def _print_release(manifest: dict[str, Any], out_dir: Path, budget: DatasetBudge
         low = low_tau_text(manifest)
         if low is not None:
             print(f"             {low}")
-        shrunk = floor_shrunk_text(manifest)
-        if shrunk is not None:
-            print(f"  caution:   {shrunk}")
+        coefficients = coefficient_noise_text(manifest)
+        if coefficients is not None:
+            print(f"             {coefficients}")
+        for caution in (floor_shrunk_text(manifest), indistinct_text(manifest)):
+            if caution is not None:
+                print(f"  caution:   {caution}")
     if period is not None:
         print(f"  charged:   period {period}" + (" (by the run that published it; nothing now)" if rerun else ""))
     print(f"  budget:    {_budget_line(budget, period)}")

@@ -221,11 +221,13 @@ def tau_pricing_text(report: Mapping[str, Any]) -> str | None:
 
 
 def coefficients_png(t: Any, curves: Mapping[str, Any], bands: Mapping[str, tuple[Any, Any]], *, xlabel: str,
-                     ylabel: str, title: str, band_label: str = T2_BAND_LABEL, subtitle: str | None = None) -> bytes:
+                     ylabel: str, title: str, band_label: str = T2_BAND_LABEL, subtitle: str | None = None,
+                     panel_notes: Mapping[str, str] | None = None) -> bytes:
     """One panel per released coefficient curve with its noise band (private values only), as PNG bytes.
 
     FoSR's band is the noise of ``T2`` alone (:data:`T2_BAND_LABEL`), not a confidence band for the coefficient.
-    The panels fill rows of at most :data:`MAX_COLUMNS`; ``subtitle`` is a second title line (public numbers).
+    The panels fill rows of at most :data:`MAX_COLUMNS`; ``subtitle`` is a second title line (public numbers);
+    ``panel_notes`` a second line under a panel's name (e.g. the coefficient's whole stated noise).
     """
     plt = _pyplot()
     fig, panels = _panel_grid(plt, len(curves), width=3.4, height=3.0)
@@ -235,7 +237,8 @@ def coefficients_png(t: Any, curves: Mapping[str, Any], bands: Mapping[str, tupl
         ax.plot(t, values, linewidth=1.4, color="tab:blue", label="private estimate")
         if name != "intercept":
             ax.axhline(0.0, color="0.6", linewidth=0.8)
-        ax.set_title(f"beta_{name}", fontsize=9)
+        note = (panel_notes or {}).get(name)
+        ax.set_title(f"beta_{name}" + (f"\n{note}" if note else ""), fontsize=9)
     return _panels_png(plt, fig, panels, xlabel=xlabel, ylabel=ylabel,
                        title=title if subtitle is None else f"{title}\n{subtitle}")
 

@@ -451,6 +451,53 @@ def floor_shrunk_text(manifest: dict[str, Any]) -> str | None:
             "public reference curve (centering) that makes the intercept small help; docs/summaries/fosr.md)")
 
 
+#: A FoSR coefficient whose released size is below this many times its stated noise cannot be told from 0.
+DISTINCT_FROM_ZERO = 2.0
+
+
+def indistinct_names(coefficients: list[dict[str, Any]]) -> list[str]:
+    """FoSR: the covariate coefficients whose released size is below :data:`DISTINCT_FROM_ZERO` x their stated noise.
+
+    From the manifest's ``noise.coefficients`` (released values only; the intercept has no size there).
+
+    >>> indistinct_names([{"name": "intercept", "expected_l2_noise": 1.0, "released_l2_norm": None},
+    ...                   {"name": "sex=F", "expected_l2_noise": 0.4, "released_l2_norm": 0.08},
+    ...                   {"name": "age", "expected_l2_noise": 0.1, "released_l2_norm": 0.5}])
+    ['beta_sex=F (size 0.08, noise 0.4)']
+    """
+    return [f"beta_{c['name']} (size {c['released_l2_norm']:.3g}, noise {c['expected_l2_noise']:.3g})"
+            for c in coefficients if isinstance(c.get("released_l2_norm"), (int, float))
+            and c["released_l2_norm"] < DISTINCT_FROM_ZERO * c["expected_l2_noise"]]
+
+
+def coefficient_noise_text(manifest: dict[str, Any]) -> str | None:
+    """FoSR: each coefficient curve's stated noise (T1 and T2) given the released design moments; ``None`` otherwise.
+
+    >>> print(coefficient_noise_text({"noise": {"coefficients": [
+    ...     {"name": "intercept", "expected_l2_noise": 1.25, "T2_part": 1.2, "T1_part": 0.35, "released_l2_norm": None},
+    ...     {"name": "sex=F", "expected_l2_noise": 0.4, "T2_part": 0.3, "T1_part": 0.26, "released_l2_norm": 0.08}]}})[-56:])
+    beta_intercept 1.25, beta_sex=F 0.4 (released size 0.08)
+    """
+    rows = (manifest.get("noise") or {}).get("coefficients")
+    if not rows:
+        return None
+    parts = [f"beta_{c['name']} {c['expected_l2_noise']:.3g}"
+             + ("" if c.get("released_l2_norm") is None else f" (released size {c['released_l2_norm']:.3g})")
+             for c in rows]
+    return ("each coefficient curve's noise, given the released design moments (T1 and T2; same norm and units per "
+            "covariate unit): " + ", ".join(parts))
+
+
+def indistinct_text(manifest: dict[str, Any]) -> str | None:
+    """FoSR's caution for the coefficients :func:`indistinct_names` lists (``None`` when there are none)."""
+    names = indistinct_names((manifest.get("noise") or {}).get("coefficients") or [])
+    if not names:
+        return None
+    return (f"{', '.join(names)}: the released curve is smaller than twice its stated noise, so at this epsilon the "
+            "release cannot tell this effect from 0, nor its sign (more epsilon or more units in each level help; "
+            "docs/summaries/fosr.md)")
+
+
 def low_tau_text(manifest: dict[str, Any]) -> str | None:
     """The clipping bias of a ``tau`` bought at a low quantile level (< :data:`LOW_TAU_LEVEL`); ``None`` otherwise.
 

@@ -41,6 +41,7 @@ from fdpcore.noise.quantiles import PublicChoice
 from fdpcore.summaries.fosr import (
     clip_covariates,
     draw_fosr_release,
+    fosr_coefficient_noise,
     fosr_t2_noise_band,
     safe_inverse_pass_through,
     summarise_fosr,
@@ -134,6 +135,8 @@ def public_fosr_release(
     band = fosr_t2_noise_band(p, t1, level=_publish.BAND_LEVEL) * ds.value_scale  # given the released T1~: post-processing
     kept = dict(zip(names, (round(float(v), 6) for v in safe_inverse_pass_through(t1, p.floor)), strict=True))  # post-proc.
     shrunk = [name for name, v in kept.items() if v < _publish.PASS_THROUGH_WARN]
+    coefficient_noise = _coefficient_noise(p, t1, coef, names, ds.value_scale)  # post-processing of released values
+    unclear = _publish.indistinct_names(coefficient_noise)
     for m, name in enumerate(names):
         columns[f"band_lower_{name}"], columns[f"band_upper_{name}"] = curves[m] - band[m], curves[m] + band[m]
     parquet = _publish._parquet_bytes(columns, {"fdp.release_id": release_id, "fdp.dataset_id": ds.id})
@@ -145,7 +148,11 @@ def public_fosr_release(
                            subtitle=privacy_subtitle(p.epsilon, 0.0, _publish.clip_radius_text(p, "τ_y", "tau_y"),
                                                      "clipping and smoothing bias not in the band")
                            + ("" if not shrunk else "\nshrunk towards 0 by the safe inverse (bias not in the band): "
-                              + ", ".join(f"{name} keeps {100 * kept[name]:.0f} %" for name in shrunk)))
+                              + ", ".join(f"{name} keeps {100 * kept[name]:.0f} %" for name in shrunk))
+                           + ("" if not unclear else "\ncannot be told from 0 (size below twice its noise): "
+                              + ", ".join(unclear)),
+                           panel_notes={c["name"]: f"noise ≈ {c['expected_l2_noise']:.3g} (T1 and T2, L2)"
+                                        for c in coefficient_noise})
     l2_source, l2 = expected_l2_error(config, p)  # type: ignore[misc]
     guarantee = (f"pure {p.epsilon:g}-differential privacy for each {_publish.unit_noun(ds.privacy_unit)} (replace-one adjacency, n public): "
                  f"Laplace noise on the design moments T1 (epsilon {p.epsilon1:g}) and ICLP noise on the cross-moment "
@@ -207,9 +214,10 @@ def public_fosr_release(
                "expected_l2_error_note": "sqrt(E||T2~ - T2hat||^2) summed over the p curves; beta~ = T1~^+ T2~ "
                                          "scales it by at most 1/safe_inverse_floor",
                "expected_l2_error_with_bias": expected_l2_error_with_bias(config, p),
-               "expected_l2_error_with_bias_note": with_bias_note(config, p)},
+               "expected_l2_error_with_bias_note": with_bias_note(config, p),
+               "coefficients": coefficient_noise, "coefficients_note": COEFFICIENT_NOISE_NOTE},
         design_moments=np.asarray(t1).tolist(),
-        formulas=sorted({*p.formulas, "preprocess.align_linear@2",
+        formulas=sorted({*p.formulas, "preprocess.align_linear@2", COEFFICIENT_NOISE_FORMULA,
                          *(("grid.trapezoid@1",) if grid.rule == "trapezoid" else ()),
                          *(("preprocess.quantise_lattice@1",) if config.engine.name != "memory" else ())}),
         outputs=[{"path": name, "sha256": hashlib.sha256(data).hexdigest()}  # type: ignore[misc]
@@ -218,6 +226,29 @@ def public_fosr_release(
     )
     return {"manifest": manifest.model_dump(mode="json"), "files": {_publish.RELEASE_FILE: base64.b64encode(parquet).decode(),
                                                                    _publish.PLOT_FILE: base64.b64encode(png).decode()}}
+
+
+#: The formula of each coefficient curve's stated noise (manifest ``noise.coefficients``).
+COEFFICIENT_NOISE_FORMULA = "accuracy.fosr.coefficient_noise@1"
+#: What ``noise.coefficients`` states, in the manifest's words.
+COEFFICIENT_NOISE_NOTE = (
+    "per coefficient (intercept first, then design_columns), in source units per covariate unit, the grid L2 norm as "
+    "expected_l2_error_T2: expected_l2_noise = sqrt(T2_part^2 + T1_part^2); T2_part is T2's noise through the safe "
+    "inverse of the released design_moments (exact given them), T1_part an estimate of what T1's noise does (first "
+    "order, from the released curves, less what their own T2 noise adds; accuracy.fosr.coefficient_noise@1); "
+    "released_l2_norm is the released curve's size (none for the intercept). Post-processing of released values; "
+    "neither part includes the safe inverse's shrinkage, clipping or smoothing bias. A curve whose size is below "
+    "twice its noise cannot be told from 0 at this epsilon")
+
+
+def _coefficient_noise(plan: Any, t1: Any, coef: Any, names: list[str], scale: float) -> list[dict[str, Any]]:
+    """Manifest ``noise.coefficients``: each curve's stated noise and size (source units), from released values only."""
+    t2_sq, t1_sq = fosr_coefficient_noise(plan, t1, coef)
+    norms = plan.basis.grid.norm(np.asarray(coef)) * scale
+    return [{"name": name, "expected_l2_noise": float(np.sqrt(t2_sq[m] + t1_sq[m]) * scale),
+             "T2_part": float(np.sqrt(t2_sq[m]) * scale), "T1_part": float(np.sqrt(t1_sq[m]) * scale),
+             "released_l2_norm": None if plan.intercept and m == 0 else float(norms[m])}
+            for m, name in enumerate(names)]
 
 
 def _t2_tuning_note(p: Any) -> dict[str, Any]:
@@ -245,7 +276,12 @@ def publish_fosr(
             f"{' with an intercept' if m['parameters']['intercept'] else ''} (function-on-scalar regression). "
             f"The budget is split: {m['parameters']['gamma']:g} of it protects the design moments, the rest the "
             "curves; the coefficients are computed from the two noisy parts only.")
-    shrunk = _publish.floor_shrunk_text(m)
-    if shrunk is not None:
-        note += f" **Caution.** {shrunk[0].upper()}{shrunk[1:]}."
+    note += ("\n\n**Accuracy (noise only).** The cross-moment curves T2 carry noise of expected L2 size "
+             f"{m['noise']['expected_l2_error_T2']:.4g}; through the released design moments, "
+             f"{_publish.coefficient_noise_text(m)}. These figures come from the mechanism and the released values, "
+             "not from the data; clipping and smoothing add a bias that is not included, and the bands are T2's "
+             "noise only, not confidence intervals.")
+    for caution in (_publish.floor_shrunk_text(m), _publish.indistinct_text(m)):
+        if caution is not None:
+            note += f" **Caution.** {caution[0].upper()}{caution[1:]}."
     return publish_summary(ledger_url, release_id, config, public, out_dir, note)

@@ -107,6 +107,7 @@ _ENTRIES = [
     Formula("sensitivity.fpca.deflated_energy@1", "fdpcore.summaries.fpca.fpca_deflated_sensitivity", "§10.2", "EXACT"),
     Formula("calibration.fpca.deflation@1", "fdpcore.summaries.fpca.fpca_deflation_parameter", "§10.3", "EXACT"),
     Formula("accuracy.fpca.energy_shortfall@1", "fdpcore.summaries.fpca.fpca_energy_shortfall", "§10.3-10.5", "APPROX"),
+    Formula("accuracy.fosr.coefficient_noise@1", "fdpcore.summaries.fosr.fosr_coefficient_noise", "§7", "APPROX"),
     Formula("tuning.fpca.gaussian_basis@1", "fdpcore.summaries.fpca.gaussian_length_scale", "§10.3, §13.6", "RULE"),
     Formula("metric.fpca.variance_ratio@1", "fdpcore.summaries.fpca.variance_ratio", "§10.5", "DEFINITION"),
     Formula("metric.fpca.projection_distance@1", "fdpcore.summaries.fpca.projection_distance", "§10.5", "DEFINITION"),

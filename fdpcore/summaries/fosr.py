@@ -54,6 +54,7 @@ __all__ = [
     "clip_covariates",
     "design_matrix",
     "draw_fosr_release",
+    "fosr_coefficient_noise",
     "fosr_floor",
     "fosr_gamma_balanced",
     "fosr_moments",
@@ -566,6 +567,68 @@ def t2_amplification(t1_released: ArrayLike, floor: float) -> float:
     """
     inv = safe_inverse(t1_released, floor)
     return float(np.sum(inv * inv)) / float(inv.shape[0])
+
+
+def fosr_coefficient_noise(plan: FosrPlan, t1_released: ArrayLike,
+                           coefficients: ArrayLike) -> tuple[NDArrayFloat, NDArrayFloat]:
+    r"""The expected squared L2 noise of each released coefficient curve (formula ``accuracy.fosr.coefficient_noise@1``).
+
+    .. math:: \tilde\beta-\hat\beta\approx\tilde T_1^{+}\xi-\tilde T_1^{+}E_1\beta,\qquad
+              N_{2,m}=(\tilde T_1^{+2})_{mm}\,s,\quad s=2b_2^2\textstyle\sum_l\lambda_l,\qquad
+              N_{1,m}=\max\big(Q_m(\tilde\beta)-\mathrm{E}\,Q_m(\tilde T_1^{+}\xi),\ 0\big)
+
+    with :math:`Q_m(\beta)=2b_1^2\sum_{a\le b}\|(\tilde T_1^{+})_{ma}\beta_b+[a\ne b](\tilde T_1^{+})_{mb}\beta_a\|^2`,
+    the expected energy of the first-order term of ``T1``'s noise ``E_1`` (Laplace ``b_1`` on each noised
+    upper-triangle entry, symmetric) in coefficient ``m``. ``N_2`` (``T2``'s noise ``xi``, Laplace ``b_2 sqrt(lambda_l)``
+    on coefficient ``(m, l)``, through the safe inverse) is exact given the released ``T1~``. ``N_1`` needs the unknown
+    ``beta``: the released curves stand in for it, and since ``Q`` is quadratic the part their own ``T2`` noise adds,
+    ``E Q(T1~^+ xi)`` (closed form from ``E<(T1~^+ xi)_a, (T1~^+ xi)_b> = (T1~^{+2})_{ab} s``), is taken off; it is an
+    estimate (first order in ``E_1``; higher orders add to it where ``T1~`` has eigenvalues near its noise). Both read
+    only the released ``T1~``, the released curves and public parameters: post-processing, publishable. Returns
+    ``(N_2, N_1)`` per coefficient, in the squared grid L2 norm of the curves given (rescaled units, as drawn). Neither
+    includes the safe inverse's shrinkage of a weak direction (``safe_inverse_pass_through``), clipping or smoothing.
+
+    >>> from fdpcore.basis.grids import midpoint_grid
+    >>> pl = plan_fosr_release(midpoint_grid(10), {"name": "matern", "nu": 1.5, "rho": 0.1}, n=50, n_covariates=1,
+    ...                        intercept=True, bound=1.0, tau_y=1.0, epsilon=1.0, secure=False)
+    >>> t2, t1 = fosr_coefficient_noise(pl, [[1.0, 0.0], [0.0, 4.0]], np.zeros((2, 10)))
+    >>> round(float(t2[1] / t2[0]), 6), t1.tolist()  # four times the weight: a sixteenth of the noise energy
+    (0.0625, [0.0, 0.0])
+    """
+    inv = safe_inverse(_validate.finite_matrix("t1_released", t1_released, plan.p), plan.floor)
+    beta = _validate.finite_matrix("coefficients", coefficients, plan.basis.grid.size)
+    if inv.shape[0] != plan.p or beta.shape[0] != plan.p:
+        raise DomainError(f"t1_released ({inv.shape}) and coefficients ({beta.shape[0]} rows) must have p = {plan.p} rows")
+    s = _t2_row_energy(plan)
+    t2_part: NDArrayFloat = np.diag(inv @ inv) * s
+    t1_part: NDArrayFloat = np.maximum(_t1_first_order(plan, inv, beta) - _t1_first_order_of_t2_noise(plan, inv), 0.0)
+    return t2_part, t1_part
+
+
+def _t2_row_energy(plan: FosrPlan) -> float:
+    """``s = 2 b_2^2 sum_l lambda_l``: the expected squared L2 norm of one row of ``T2``'s noise (grid norm)."""
+    return 2.0 * plan.calibration2.scale**2 * float(np.sum(plan.basis.eigenvalues))
+
+
+def _t1_first_order(plan: FosrPlan, inv: NDArrayFloat, beta: NDArrayFloat) -> NDArrayFloat:
+    """``Q_m(beta)`` of :func:`fosr_coefficient_noise`: ``E||(inv E_1 beta)_m||^2`` over ``T1``'s noise ``E_1``."""
+    a, b = plan.t1_index
+    off = (a != b)[:, None, None]
+    # c[e, m, :] = inv[m, a] beta[b] + [a != b] inv[m, b] beta[a] for each noised entry e = (a, b)
+    c = inv.T[a][:, :, None] * beta[b][:, None, :] + off * inv.T[b][:, :, None] * beta[a][:, None, :]
+    out: NDArrayFloat = 2.0 * plan.calibration1.scale**2 * np.einsum("emk,emk,k->m", c, c, plan.basis.grid.weights)
+    return out
+
+
+def _t1_first_order_of_t2_noise(plan: FosrPlan, inv: NDArrayFloat) -> NDArrayFloat:
+    """``E Q_m(inv xi)`` over ``T2``'s noise ``xi``: ``Q`` with ``<eta_a, eta_b>`` replaced by ``(inv^2)_{ab} s``."""
+    a, b = plan.t1_index
+    inv2 = inv @ inv
+    off = (a != b)[:, None]
+    own = (inv.T[a] ** 2 * np.diag(inv2)[b][:, None]
+           + off * (inv.T[b] ** 2 * np.diag(inv2)[a][:, None] + 2.0 * inv.T[a] * inv.T[b] * inv2[a, b][:, None]))
+    out: NDArrayFloat = 2.0 * plan.calibration1.scale**2 * _t2_row_energy(plan) * own.sum(axis=0)
+    return out
 
 
 def given_t1(plan: FosrPlan, t1_released: ArrayLike) -> FosrPlan:

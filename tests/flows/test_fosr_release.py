@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -237,4 +238,37 @@ def test_coefficients_shrunk_by_the_safe_inverse_are_named_and_the_band_does_not
     assert release(_config(tmp_path), tmp_path / "s", ledger, "fosr-sex") == 0
     plain = capsys.readouterr().out
     kept_sex = json.loads((tmp_path / "s" / "manifest.json").read_text())["parameters"]["safe_inverse_pass_through"]
-    assert ("caution:" in plain) == (min(kept_sex) < PASS_THROUGH_WARN == 0.9)
+    assert ("not evidence of no effect" in plain) == (min(kept_sex) < PASS_THROUGH_WARN == 0.9)
+
+
+def test_each_coefficient_states_its_noise_and_an_effect_below_twice_it_is_named(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Trial S: a released effect of the wrong sign, with only T2's noise stated (7-19 x below the coefficients' error)
+    and no caution at epsilon 5. The manifest states each curve's noise (T1 and T2, from released values), the terminal
+    and the PNG print it, and an effect smaller than twice its noise is named as not told from 0."""
+    from fdpcore.basis.grids import grid_from_nodes
+    from fdpcore.summaries.fosr import t2_amplification
+
+    ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
+    assert release(_config(tmp_path), tmp_path / "out", ledger, "fosr-noise") == 0
+    out = capsys.readouterr().out
+    m = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    rows = m["noise"]["coefficients"]
+    assert [c["name"] for c in rows] == ["intercept", "sex"] and "accuracy.fosr.coefficient_noise@1" in m["formulas"]
+    for c in rows:
+        assert c["expected_l2_noise"] == pytest.approx(math.hypot(c["T2_part"], c["T1_part"]), rel=1e-12)
+    # T2's parts add up to its stated noise through the released T1~ (tuning.fosr.t2_given_t1@1's A): two code paths
+    par = m["parameters"]
+    amp = t2_amplification(np.array(m["design_moments"]), par["safe_inverse_floor"])
+    assert sum(c["T2_part"] ** 2 for c in rows) == pytest.approx(par["p"] * amp * m["noise"]["expected_l2_error_T2"] ** 2
+                                                                 / par["p"], rel=1e-9)
+    grid = grid_from_nodes(np.array(par["grid"]["points"]), tuple(par["grid"]["domain"]))
+    table = pq.read_table(tmp_path / "out" / "release.parquet").to_pandas()
+    assert rows[0]["released_l2_norm"] is None
+    assert rows[1]["released_l2_norm"] == pytest.approx(float(grid.norm(table["beta_sex"].to_numpy()[None, :])[0]),
+                                                        rel=1e-9)
+    assert "each coefficient curve's noise, given the released design moments" in out
+    assert f"beta_sex {rows[1]['expected_l2_noise']:.3g} (released size {rows[1]['released_l2_norm']:.3g})" in out
+    unclear = rows[1]["released_l2_norm"] < 2 * rows[1]["expected_l2_noise"]
+    assert ("cannot tell this effect from 0" in out) == unclear
+

@@ -69,7 +69,9 @@ def _weights(cfg: Path) -> np.ndarray:
 def test_fosr_release_on_the_local_engine_matches_the_memory_plan(tmp_path: Path, partitioned: Path) -> None:
     m, s = memory_and_local_manifests(tmp_path, EXAMPLE, DATA, partitioned)
     assert s["n"] == m["n"] == 93
-    assert s["sensitivity"] == m["sensitivity"] and s["noise"] == m["noise"]  # same plan, same noise scales
+    # same plan, same noise scales; each coefficient's stated noise is a function of the release's own T1~ and curves
+    assert s["sensitivity"] == m["sensitivity"] and {k: v for k, v in s["noise"].items() if k != "coefficients"} == {
+        k: v for k, v in m["noise"].items() if k != "coefficients"}
     drawn = {"safe_inverse_pass_through"}  # a function of each release's own noisy T1~ (postprocess.fosr.safe_inverse@1)
     assert {k: v for k, v in s["parameters"].items() if k not in drawn} == {
         k: v for k, v in m["parameters"].items() if k not in drawn} and s["budget_splits"] == m["budget_splits"]
