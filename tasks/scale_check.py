@@ -202,14 +202,17 @@ def point_scale_warning(config: Any, inputs: Inputs) -> str | None:
     Each from 5 % of the rows (:data:`OUT_OF_SCALE_WARN_SHARE`), as the curves' out-of-scale warning: points outside
     ``dataset.domain`` moved onto its edge (``outside_domain: clamp``); ridge responses beyond
     ``label_offset +- label_bound``, clipped to it; a classifier whose labels, after ``labels: sign``, are almost all
-    one class (new-user trial M: a domain in the wrong units piled every point on the edge, a ridge without
-    ``label_offset`` clipped every height, labels coded 1/2 all became +1 — each published without a word).
+    one class, or came from three or more values that the sign merged (new-user trial M: a domain in the wrong units
+    piled every point on the edge, a ridge without ``label_offset`` clipped every height, labels coded 1/2 all became
+    +1; trial S: early / on time / late coded -1/0/+1 became two classes — each published without a word).
     ``None`` when none holds, or for a curve summary.
     """
     table = inputs.points
     if table is None or table.n_rows == 0:
         return None
-    texts = [t for t in (_clamped_text(config, table), _response_text(config, table), _one_class_text(config, table)) if t]
+    one_class = _one_class_text(config, table)
+    texts = [t for t in (_clamped_text(config, table), _response_text(config, table), one_class,
+                         None if one_class else _merged_classes_text(config, table)) if t]
     return " ".join(texts) if texts else None
 
 
@@ -253,3 +256,14 @@ def _one_class_text(config: Any, table: Any) -> str | None:
     return (f"{table.n_rows - minority} of {table.n_rows} labels ({100 * (1 - minority / table.n_rows):.3g} %) are "
             f"{major}{mapped}, so the classifier can hardly learn anything but {major}. Code the classes as -1/+1 (or 0/1) "
             f"in {config.dataset.label_column}; labels: error refuses any other label, naming the row")
+
+
+def _merged_classes_text(config: Any, table: Any) -> str | None:
+    if config.summary != "erm" or config.loss == "ridge" or table.n_label_values <= 2:
+        return None
+    col = config.dataset.label_column
+    return (f"{col} holds {table.n_label_values} distinct values, and labels: sign merged them into two classes (every "
+            f"positive value to +1, 0 and every negative value to -1; {table.n_relabelled} of {table.n_rows} labels "
+            "mapped), so the classifier separates merged classes. A binary classifier needs a two-valued label: code "
+            "the question as -1/+1 (or 0/1) a priori, leaving out what is neither; labels: error refuses any label "
+            "other than -1/+1, naming the row")

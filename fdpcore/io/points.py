@@ -63,6 +63,7 @@ class PointTable:
         n_rows: rows read.
         n_clamped: points with at least one coordinate clamped into the domain (internal only).
         n_relabelled: classifier labels other than ``±1`` mapped to their sign (internal only).
+        n_label_values: distinct classifier label values before that mapping (0 without one; the terminal only).
     """
 
     unit_codes: AnyArray
@@ -71,6 +72,7 @@ class PointTable:
     n_rows: int
     n_clamped: int
     n_relabelled: int = 0
+    n_label_values: int = 0
 
     @property
     def n_units(self) -> int:
@@ -138,8 +140,9 @@ def read_point_table(
         n_clamped |= out
         columns.append((np.clip(x, a, b) - a) / (b - a))
     y = _finite(table.column(label_column), p.name, label_column, needs) if label_column else None
-    n_relabelled = 0
+    n_relabelled = n_values = 0
     if binary_labels and y is not None:
+        n_values = int(np.unique(y).size)
         bad = np.flatnonzero(np.abs(y) != 1.0)
         if bad.size and labels == "error":
             raise DataError(f"{p.name}: column {label_column!r} has a label other than -1 or +1 at row {int(bad[0]) + 1}; "
@@ -147,7 +150,7 @@ def read_point_table(
         n_relabelled = int(bad.size)
         y = np.where(y > 0.0, 1.0, -1.0)  # record-wise: the sign; identity on -1/+1
     return PointTable(codes.astype(np.int64), np.column_stack(columns), y, int(table.num_rows), int(n_clamped.sum()),
-                      n_relabelled)
+                      n_relabelled, n_values)
 
 
 def _finite(col: object, fname: str, name: str, needs: str) -> NDArrayFloat:

@@ -236,6 +236,21 @@ def test_classifier_labels_coded_one_and_two_are_warned(tmp_path: Path, capsys: 
     assert _warned(err, "labels (") == []
 
 
+def test_a_three_valued_label_merged_by_its_sign_is_warned(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Trial S: arrivals coded early / on time / late as -1/0/+1 became two classes (0 to -1) without a word."""
+    rng = np.random.default_rng(4)
+    hour = rng.uniform(5, 23, 400)
+    coded = np.digitize(hour + rng.normal(0, 4, 400), [11.0, 17.0]) - 1  # -1, 0, +1
+    args = ("--summary", "erm", "--loss", "logistic", "--time", "hour", "--time-domain", "0", "24", "--value", "y")
+    config, err = _init_points(tmp_path, _points(tmp_path, hour=hour, y=coded), capsys, *args)
+    (warned,) = _warned(err, "distinct values")
+    assert "y holds 3 distinct values, and labels: sign merged them into two classes" in warned
+    assert f"{int(np.sum(coded == 0))} of 400 labels mapped" in warned and "are +1" not in warned
+    assert _warned(_plan(config, tmp_path, capsys), "distinct values")
+    _, err = _init_points(tmp_path, _points(tmp_path, hour=hour, y=np.where(coded > 0, 1, -1)), capsys, *args)
+    assert _warned(err, "distinct values") == []  # two values: silent
+
+
 @pytest.mark.parametrize(("level", "warned"), [(1.0, False), (1.0 + 1e-9, False), (1.005, False), (1.05, True)])
 def test_a_tight_bound_is_not_warned_of_but_records_shrunk_by_more_than_one_percent_are(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], level: float, warned: bool) -> None:
