@@ -23,7 +23,7 @@ import pandas as pd
 from fdpcore._typing import NDArrayFloat
 from fdpcore.data.preprocess import _codes
 from fdpcore.errors import DataError
-from fdpcore.io.tables import _ids, _numeric, read_unit_columns
+from fdpcore.io.tables import _ids, _numeric, covariate_entry_error, read_unit_columns
 
 __all__ = ["UnitCovariates", "read_unit_covariates"]
 
@@ -80,7 +80,7 @@ def read_unit_covariates(
         if encoding is None:
             v = _numeric(col, p.name, name)
             bad = ~np.isfinite(v)
-            what = "a missing or non-finite value"
+            missing = bad
         else:
             text = pd.Series(col.to_pandas(), dtype=object)
             missing = text.isna().to_numpy()
@@ -88,10 +88,9 @@ def read_unit_covariates(
             mapped = text.map(lambda x, keys=keys: keys.get(str(x).strip()) if x is not None else None)
             v = pd.to_numeric(mapped, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
             bad = np.isnan(v)
-            what = "a category that is not listed in its encoding" if not missing[bad].all() else "a missing value"
         if bad.any():
-            raise DataError(f"{p.name}: column {name!r} has {what} at row {int(np.flatnonzero(bad)[0]) + 1}; "
-                            "every row needs a covariate value (check covariates[].encoding)")
+            first = int(np.flatnonzero(bad)[0])
+            raise covariate_entry_error(p.name, name, first + 1, missing=bool(missing[first]), encoded=encoding is not None)
         first = np.full(n_units, -1, dtype=np.int64)
         order = np.arange(codes.shape[0])[::-1]
         first[codes[order]] = order  # the first row of each unit

@@ -48,7 +48,7 @@ from fdpcore.basis.grids import Grid
 from fdpcore.data.accumulate import CurveSums, DesignSums, accumulate_curves, quantisation_exponent
 from fdpcore.data.preprocess import align_long, centre_on_reference, clip_l2, rescale_long
 from fdpcore.errors import DataError, DomainError, OutOfMemoryError
-from fdpcore.io.tables import WRITTEN_TWO_WAYS, id_key, memory_ran_out
+from fdpcore.io.tables import WRITTEN_TWO_WAYS, covariate_entry_error, id_key, memory_ran_out
 
 __all__ = ["FilePartial", "StreamSpec", "combine_partials", "dataset_files", "ingest_file", "stream_dataset"]
 
@@ -307,8 +307,7 @@ def _covariates(batch: pa.RecordBatch, spec: StreamSpec, fname: str,
         col = batch.column(name)
         if encoding is None:
             v = _float(col)
-            bad = ~np.isfinite(v)
-            what = "a missing or non-finite value"
+            bad = missing = ~np.isfinite(v)
         else:  # map the chunk's distinct entries (few) through the public encoding, then index
             enc = col if pa.types.is_dictionary(col.type) else col.dictionary_encode()
             keys = {str(key): float(val) for key, val in encoding}
@@ -317,10 +316,10 @@ def _covariates(batch: pa.RecordBatch, spec: StreamSpec, fname: str,
             v = table[idx]
             bad = np.isnan(v)
             missing = enc.indices.is_null().to_numpy(zero_copy_only=False)
-            what = "a category that is not listed in its encoding" if not missing[bad].all() else "a missing value"
         if bad.any():
-            raise DataError(f"{fname}: column {name!r} has {what} at row {offset + int(np.flatnonzero(bad)[0]) + 1}; "
-                            "every row needs a covariate value (check covariates[].encoding)")
+            first = int(np.flatnonzero(bad)[0])
+            raise covariate_entry_error(fname, name, offset + first + 1, missing=bool(missing[first]),
+                                        encoded=encoding is not None)
         out[:, k] = v
     return out, np.arange(offset, offset + m, dtype=np.int64)
 

@@ -26,7 +26,8 @@ import pyarrow.parquet as pq
 from fdpcore._typing import AnyArray, NDArrayFloat
 from fdpcore.errors import DataError, OutOfMemoryError
 
-__all__ = ["LongTable", "check_id_variants", "count_units", "id_key", "read_long_table", "read_unit_columns", "unit_count"]
+__all__ = ["LongTable", "check_id_variants", "count_units", "covariate_entry_error", "id_key", "read_long_table",
+           "read_unit_columns", "unit_count"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -419,3 +420,21 @@ def _numeric(col: pa.ChunkedArray, fname: str, name: str) -> NDArrayFloat:
             )
     values: NDArrayFloat = converted.to_numpy(dtype=np.float64, na_value=np.nan)
     return values
+
+
+def covariate_entry_error(where: str, name: str, row: int, *, missing: bool, encoded: bool) -> DataError:
+    """The refusal of a covariate entry that has no value: missing, non-finite, or a category its encoding does not list.
+
+    One text for the in-memory and the streaming readers. The entry itself is never quoted (it is data); a category
+    that is not listed is most often the same level spelled or cased otherwise (trial S: "female" / "Female").
+
+    >>> str(covariate_entry_error("f.csv", "sex", 22, missing=False, encoded=True))[:76]
+    "f.csv: column 'sex' has a category that is not listed in its encoding at row"
+    """
+    if missing or not encoded:
+        what = "a missing value" if encoded else "a missing or non-finite value"
+        return DataError(f"{where}: column {name!r} has {what} at row {row}; every row needs a covariate value "
+                         "(check covariates[].encoding)")
+    return DataError(f"{where}: column {name!r} has a category that is not listed in its encoding at row {row}; every "
+                     "entry must be one of the listed levels, spelled and cased exactly as listed (surrounding spaces "
+                     "are ignored): check covariates[].levels / encoding against the column")

@@ -109,7 +109,14 @@ def test_unit_with_ten_curves_and_inconsistent_covariates(tmp_path: Path) -> Non
     other.loc[5, "sex"] = "X"
     other_path = tmp_path / "other.parquet"
     other.to_parquet(other_path)
-    with pytest.raises(DataError, match="not listed in its encoding at row 6"):
+    with pytest.raises(DataError, match="not listed in its encoding at row 6") as refused:
+        read_unit_covariates(other_path, "parquet", unit_column="child_id", covariates=[("sex", {"M": 1, "F": -1})])
+    # trial S: a level spelled otherwise ("female" / "Female") was told "every row needs a covariate value"
+    assert "spelled and cased exactly as listed" in str(refused.value) and "needs a covariate value" not in str(refused.value)
+    assert "'X'" not in str(refused.value)  # the entry itself is data: never quoted
+    other.loc[2, "sex"] = None  # an earlier missing entry is the one named, as what it is
+    other.to_parquet(other_path)
+    with pytest.raises(DataError, match="has a missing value at row 3; every row needs a covariate value"):
         read_unit_covariates(other_path, "parquet", unit_column="child_id", covariates=[("sex", {"M": 1, "F": -1})])
 
 
