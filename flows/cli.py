@@ -1415,6 +1415,8 @@ def _export_row(e: dict[str, Any]) -> dict[str, Any]:
     prov = p.get("provenance") if isinstance(p.get("provenance"), dict) else {}
     state = p.get("to") or ("reserved" if e["event"] == "release.reserved" else None)
     signed = p.get("signed") if isinstance(p.get("signed"), dict) else {}
+    if e["event"] == "audit.key_registered" and p.get("signature"):  # signed by the key it registers
+        signed = {"public_key": p.get("public_key")}
     return {
         "seq": e["seq"], "at": e["at"], "actor": e["actor"], "host": e["host"], "event": e["event"],
         "dataset_id": e["dataset_id"], "release_id": e["release_id"], "state": state, "summary": p.get("summary"),
@@ -1443,20 +1445,21 @@ def _audit_list(ledger: Ledger, as_json: bool) -> int:
                          "period": e["payload"].get("period"), "summary": e["event"],
                          "epsilon": None if x["epsilon"] is None else float(x["epsilon"]),
                          "delta": None if x["delta"] is None else float(x["delta"]),
-                         "state": "signed" if x["signed_by"] else "unsigned", "operator": e["actor"], "git_sha": None,
-                         "seq": e["seq"]})
+                         "state": ("self-signed" if e["event"] == "audit.key_registered" else "signed")
+                         if x["signed_by"] else "unsigned", "operator": e["actor"], "git_sha": None, "seq": e["seq"]})
     rows.sort(key=lambda r: (r["at"], r["kind"] == "release"))
     if as_json:
         print(json.dumps(rows, indent=2))
         return EXIT_OK
     print(f"{'time (UTC)':19}  {'release / policy change':34} {'dataset':26} {'period':8} {'summary':16} "
-          f"{'epsilon':>8} {'delta':>8} {'state':10} {'operator':12} git sha")
+          f"{'epsilon':>8} {'delta':>8} {'state':11} {'operator':12} git sha")
     for r in rows:
-        what = r["release_id"] if r["kind"] == "release" else f"[policy #{r['seq']}]"
+        what = r["release_id"] if r["kind"] == "release" else \
+            f"[{'key' if r['summary'] == 'audit.key_registered' else 'policy'} #{r['seq']}]"
         eps = "" if r["epsilon"] is None else f"{r['epsilon']:g}"
         delta = "" if r["delta"] is None else f"{r['delta']:g}"
         print(f"{r['at'][:19]:19}  {what:34} {r['dataset_id']:26} {r['period'] or '-':8} {r['summary']:16} "
-              f"{eps:>8} {delta:>8} {r['state']:10} {r['operator'] or '-':12} {(r['git_sha'] or '-')[:12]}"
+              f"{eps:>8} {delta:>8} {r['state']:11} {r['operator'] or '-':12} {(r['git_sha'] or '-')[:12]}"
               + ("  NON-PRIVATE (epsilon is no guarantee)" if r.get("charge_kind") == "non_private" else ""))
     return EXIT_OK
 

@@ -10,6 +10,8 @@ is put back to an older copy, and the auditor's ``verify`` line must fail naming
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import re
 import shlex
@@ -91,6 +93,11 @@ def test_readme_audit_walkthrough_runs_as_written(tmp_path: Path, monkeypatch: p
     assert "entry  9\n" in head
     assert "consistent" not in verify and "2 manifest(s) and 1 checkpoint(s), the latest at entry 9" in verify
     assert "[policy #" in listing and "mean-2026-11" in listing and "ops" in listing and "ffffffffffff" in listing
+    # trial R: the checkpoint key's registration was listed as an unsigned policy change; it is signed by the key
+    keys = [ln for ln in listing.splitlines() if "audit.key_registered" in ln]  # the officer's and the auditor's
+    assert len(keys) == 2 and all("  [key #" in ln and " self-signed " in ln for ln in keys)
+    rows = [r for r in csv.DictReader(io.StringIO(export)) if r["event"] == "audit.key_registered"]
+    assert public_key in {r["signed_by"] for r in rows} and all(len(r["signed_by"]) == 64 for r in rows)
     assert export.splitlines()[0].startswith("seq,at,actor,host,event,dataset_id,release_id,state,summary,period,epsilon")
     canonical, digest = config_hash.splitlines()
     assert json.loads(canonical)["dataset"]["id"] == DATASET and len(digest) == 64
