@@ -1155,8 +1155,10 @@ def _budget_show(dataset: str | None, as_json: bool, ledger_url: str | None) -> 
 def _budget_next_step(exc: BudgetExceededError) -> str:
     """How to go on after a refused charge: more budget (a privacy officer's decision) or a cheaper release."""
     ds = exc.dataset_id
+    left = dict(zip(exc.measures, exc.remaining, strict=True))
     smaller = ("or release at a smaller privacy.epsilon (privacy.delta for Gaussian noise) that fits the remaining "
-               "budget: `fdp plan CONFIG --epsilon E` shows the accuracy there")
+               "budget: `fdp plan CONFIG --epsilon E` shows the accuracy there"
+               if left.get("epsilon", 1.0) > 1e-12 else "nothing is left for a smaller release")
     if exc.period is not None:
         return (f"To go on: a privacy officer may add to this period's allowance with `fdp budget grant {ds} --period "
                 f"{exc.period} --epsilon E`, or raise every period's with `fdp budget set {ds} --epsilon TOTAL "
@@ -1307,8 +1309,10 @@ def _no_ledger_yet(url: str) -> bool:
             return False  # in memory or a URI: opening the ledger says what it is
         path = Path(db).absolute()
         if not path.exists():  # not there yet, if a writing command could create it (trial R: else it says why not)
+            if not next(p for p in path.parents if p.exists()).is_dir():
+                return False  # a file where a folder must be: opening the ledger says so
             check_ledger_directory(db)
-            return next(p for p in path.parents if p.exists()).is_dir()
+            return True
         if path.is_file() and path.stat().st_size == 0:
             return True
         immutable = "" if os.access(path.parent, os.W_OK) else "&immutable=1"

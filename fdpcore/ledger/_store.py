@@ -390,7 +390,7 @@ class Ledger:
 
     def _not_writable(self) -> LedgerError:
         return LedgerError(f"ledger {self._safe_url()} is read-only for this process (file or directory permissions, or "
-                           "an immutable file): nothing was charged; make it writable or point --ledger at a writable "
+                           "an immutable file): nothing was written or charged; make it writable or point --ledger at a writable "
                            "ledger")
 
     def _not_a_ledger(self, why: str) -> LedgerError:
@@ -1510,8 +1510,9 @@ def _same_release(conn: Connection, release_id: str, dataset_id: str, config_sha
     record = _record(existing)
     if record.config_sha256 != config_sha256 or record.dataset_id != dataset_id:
         raise ReleaseConflictError(
-            f"release id {release_id!r} was already used with a different config "
-            f"(sha256 {record.config_sha256[:12]}...); choose a new --release-id")
+            f"release id {release_id!r} was already used with a different config (the ledger's entry has config "
+            f"sha256 {record.config_sha256[:12]}..., this one {config_sha256[:12]}...; `fdp audit show {release_id}` "
+            "shows the entry, `fdp audit config-hash CONFIG` a config's hash); choose a new --release-id")
     return record
 
 def _record(row: Any) -> ReleaseRecord:

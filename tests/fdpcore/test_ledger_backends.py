@@ -108,7 +108,7 @@ def _read_only_engine(path):  # noqa: ANN001, ANN202 - the SQLite file opened re
 
 
 READ_ONLY_MESSAGE = ("is read-only for this process (file or directory permissions, or an immutable file): nothing was "
-                     "charged; make it writable or point --ledger at a writable ledger")
+                     "written or charged; make it writable or point --ledger at a writable ledger")
 
 
 @pytest.mark.parametrize("how", ["read-only-uri", "chmod-444", "chmod-555-directory", "chattr-immutable",

@@ -346,7 +346,7 @@ def test_a_read_only_ledger_exits_1_saying_so_and_nothing_is_charged(
         "sqlite://", creator=lambda: sqlite3.connect(uri, uri=True)))
     assert main(["budget", "set", "ds", "--epsilon", "5", "--ledger", url]) == 1
     err = capsys.readouterr().err
-    assert f"ledger {url} is read-only for this process" in err and "nothing was charged" in err
+    assert f"ledger {url} is read-only for this process" in err and "nothing was written or charged" in err
     assert "OperationalError" not in err and "check --ledger" not in err
     monkeypatch.undo()
     assert Ledger(url).budgets("ds")[0].total == (2.0, 0.0)
