@@ -428,6 +428,8 @@ def _preflight(config_path: Path, out: str | None, ledger_url: str | None, relea
     out_dir = Path(out) if out else inside(Path("releases"), rid)
     # pre-flight, in seconds, before Prefect's temporary server boots and before any data is read
     _check_writable(out_dir)
+    with contextlib.suppress(NotResumableError):  # the id is noised: _run_release waits for its run or says so
+        precheck_budget(url, config, rid, period)  # a budget that cannot pay refuses before the data are read
     n = None
     if not _is_published_rerun(url, rid, config):  # a re-run of a published id never needs (or reads) the data
         _check_dataset_path(config, config_path)

@@ -703,11 +703,13 @@ class Ledger:
         """Read-only check, before any work, that :meth:`reserve` would accept this charge; writes nothing.
 
         Returns False when the release id is already published or reserved with this config (its re-run
-        charges nothing), else True. On a zCDP-accounted dataset only the release id is checked (the rho
-        of a release is known after its plan). The atomic :meth:`reserve` still decides.
+        charges nothing), else True. The period must be one a late run may still be charged to (as :meth:`reserve`
+        checks). On a zCDP-accounted dataset only the release id and the period are checked (the rho of a release
+        is known after its plan). The atomic :meth:`reserve` still decides.
 
         Raises:
             BudgetExceededError: the charge does not fit the total or the period's allowance (with its grant).
+            ConfigError: the period is before the policy, or further back than a late run may be charged to.
             ReleaseConflictError: the id was used with another config, or drew noise and was not published.
         """
         label = check_period(period) if period is not None else current_period()
@@ -730,10 +732,11 @@ class Ledger:
                 grant = None
             else:
                 policy = _policy_of(row)
+                _check_late(dataset_id, policy, label, since=str(row["updated_at"])[:7])  # as reserve does
                 rows = _spent_rows(conn, dataset_id)
                 grant = _grants(conn, dataset_id).get(label)
         if policy.accounting != "basic":
-            return True
+            return True  # zCDP: the rho of a release is known after its plan; the charge decides
         request = _usage([(repr(float(epsilon)), repr(float(delta)), None)])
         _check_fits(dataset_id, policy, _usage((e, d, r) for e, d, r, _ in rows),
                     _usage((e, d, r) for e, d, r, p in rows if p == label), request, label, grant)

@@ -580,8 +580,15 @@ def test_past_periods_cannot_sidestep_the_monthly_allowance(tmp_path: Path, monk
         m.setattr(ledger_store, "_now", lambda: "2020-01-01T00:00:00.000000+00:00")
         led.set_budget("old", 12.0, period="month", epsilon_per_period=1.0)
     led.reserve(release_id="o-prev", period=previous, **{**kw, "dataset_id": "old"})
+    too_late = f"{year - (month <= 2)}-{(month - 3) % 12 + 1:02d}"
     with pytest.raises(ConfigError, match=r"2 periods before the current one .* at most 1 .*--max-late-periods"):
-        led.reserve(release_id="o-2", period=f"{year - (month <= 2)}-{(month - 3) % 12 + 1:02d}", **{**kw, "dataset_id": "old"})
+        led.reserve(release_id="o-2", period=too_late, **{**kw, "dataset_id": "old"})
+    # trial T: the read-only precheck (run before the data are read) refuses the same periods, not only the charge
+    pre = {k: kw[k] for k in ("epsilon", "delta", "config_sha256")}
+    with pytest.raises(ConfigError, match=r"2 periods before the current one"):
+        led.precheck(release_id="o-2", dataset_id="old", period=too_late, **pre)
+    with pytest.raises(ConfigError, match=r"is before the budget policy of dataset 'ds'"):
+        led.precheck(release_id="r-1999", dataset_id="ds", period="1999-01", **pre)
     # the officer can allow more; the setting is part of the audited policy
     assert main(["budget", "set", "old", "--epsilon", "12", "--period", "month", "--per-period", "1",
                  "--max-late-periods", "3", "--ledger", url]) == 0

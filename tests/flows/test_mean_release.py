@@ -99,7 +99,7 @@ def test_reused_release_id_with_other_config_exits_2(make_config, tmp_path: Path
     assert Ledger(ledger).budgets()[0].spent == (1.0, 0.0)
 
 
-def test_budget_exceeded_exits_3_and_spends_nothing(make_config, tmp_path: Path, capsys) -> None:
+def test_budget_exceeded_exits_3_and_spends_nothing(make_config, tmp_path: Path, capsys, monkeypatch) -> None:
     ledger = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
     cfg = make_config(budget__epsilon=1.5)
     assert _release(cfg, tmp_path / "a", ledger, "r1") == 0
@@ -111,6 +111,15 @@ def test_budget_exceeded_exits_3_and_spends_nothing(make_config, tmp_path: Path,
     assert after == before
     assert [r.release_id for r in Ledger(ledger).releases()] == ["r1"]
     assert not (tmp_path / "b" / "manifest.json").exists()
+    # trial T: the refusal comes before the data are read (their warnings were printed first): a budget that cannot
+    # pay is a public fact, the data need not be looked at
+    import fdp.tasks.preflight as preflight
+
+    def unread(*_: object) -> None:
+        raise AssertionError("the data were read before the budget refused the release")
+
+    monkeypatch.setattr(preflight, "read_inputs", unread)
+    assert _release(cfg, tmp_path / "c", ledger, "r3") == 3
 
 
 def test_bad_config_exits_2_naming_the_field(make_config, tmp_path: Path, capsys, delete) -> None:
