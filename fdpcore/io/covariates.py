@@ -89,8 +89,8 @@ def read_unit_covariates(
             v = pd.to_numeric(mapped, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
             bad = np.isnan(v)
         if bad.any():
-            first = int(np.flatnonzero(bad)[0])
-            raise covariate_entry_error(p.name, name, first + 1, missing=bool(missing[first]), encoded=encoding is not None)
+            row = int(np.flatnonzero(bad)[0])
+            raise covariate_entry_error(p.name, name, row + 1, missing=bool(missing[row]), encoded=encoding is not None)
         first = np.full(n_units, -1, dtype=np.int64)
         order = np.arange(codes.shape[0])[::-1]
         first[codes[order]] = order  # the first row of each unit
