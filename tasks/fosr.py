@@ -277,8 +277,7 @@ def publish_fosr(
             f"The budget is split: {m['parameters']['gamma']:g} of it protects the design moments, the rest the "
             "curves; the coefficients are computed from the two noisy parts only.")
     note += ("\n\n**Accuracy (noise only).** The cross-moment curves T2 carry noise of expected L2 size "
-             f"{m['noise']['expected_l2_error_T2']:.4g}; through the released design moments, "
-             f"{_publish.coefficient_noise_text(m)}. These figures come from the mechanism and the released values, "
+             f"{m['noise']['expected_l2_error_T2']:.4g}; {_publish.coefficient_noise_text(m)}. These figures come from the mechanism and the released values, "
              "not from the data; clipping and smoothing add a bias that is not included, and the bands are T2's "
              "noise only, not confidence intervals.")
     for caution in (_publish.floor_shrunk_text(m), _publish.indistinct_text(m)):
