@@ -412,8 +412,11 @@ def print_plan(report: dict[str, Any]) -> None:
         names = report["coefficient_names"]
         shrunk = sorted({names[i] for _, b in balanced for i, v in enumerate(b["pass_through"]) if v < 0.9},
                         key=names.index)
-        print("  coefficients, if every level of the covariates occurs equally often (a public assumption, not the "
-              "data): expected L2 error of the coefficient curves with bias "
+        at = ("at the public shares of the levels (covariates[].shares; equal where none is given)"
+              if any(b.get("shares") == "public" for _, b in balanced) else "if every level of the covariates occurs "
+              "equally often (or at public shares: covariates[].shares)")
+        print(f"  coefficients, {at} (a public assumption, not the data): expected L2 error of the coefficient curves "
+              "with bias "
               + ", ".join(f"{_fmt(b['expected_l2_error_with_bias'])} at epsilon {e:g}" for e, b in balanced)
               + " (for coefficient curves of norm signal_fraction x tau_y each: T2's noise through the inverse of T1, "
               "the floor's shrinkage and the smoothing; of it, noise alone "
@@ -422,7 +425,10 @@ def print_plan(report: dict[str, Any]) -> None:
               + ("" if not shrunk else "; the safe inverse's floor would shrink " + ", ".join(
                   f"beta_{name} (keeps " + "/".join(f"{100 * b['pass_through'][names.index(name)]:.0f}" for _, b in balanced)
                   + " %)" for name in shrunk) + " towards 0")
-              + ". An effect smaller than the noise cannot be told from 0 at that epsilon")
+              + "; each coefficient's T2 noise: " + "; ".join(
+                  f"beta_{name} " + "/".join(_fmt(b["coefficient_t2_noise"][i], ".3g") for _, b in balanced)
+                  for i, name in enumerate(names))
+              + ". An effect smaller than twice its noise cannot be told from 0 at that epsilon (the release names it)")
     rising = _rising_note(report["rows"], error_key, biased)
     if rising is not None:
         print(f"  {rising}")

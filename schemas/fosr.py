@@ -51,6 +51,12 @@ class CovariateSpec(Frozen):
                           "listed is an error naming the row, never a new column)")
     reference: str | None = Field(
         None, description="one_hot only: the level encoded as all zeros (absorbed by the intercept); one of levels")
+    shares: dict[str, float] | None = Field(
+        None, description="PUBLIC, a priori (never from the data): the expected share of units in each category, "
+                          "e.g. {M: 0.5, F: 0.5} or a census figure; used only by `fdp plan` to price the coefficient "
+                          "curves before anything is spent (default: every category equally often). Categorical "
+                          "covariates only; the shares must cover every category and sum to 1. Never enters the "
+                          "release")
 
     @field_validator("encoding", mode="before")
     @classmethod
@@ -67,6 +73,11 @@ class CovariateSpec(Frozen):
     def _reference_text(cls, v: Any) -> Any:
         return str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v
 
+    @field_validator("shares", mode="before")
+    @classmethod
+    def _shares_text(cls, v: Any) -> Any:
+        return {str(k): val for k, val in v.items()} if isinstance(v, dict) else v
+
     @model_validator(mode="after")
     def _informative(self) -> CovariateSpec:
         if self.encoding == "one_hot":
@@ -76,9 +87,11 @@ class CovariateSpec(Frozen):
                 raise ValueError(f"covariates: levels of {self.name!r} must list at least two distinct categories")
             if self.reference not in self.levels:
                 raise ValueError(f"covariates: reference of {self.name!r} must be one of its levels {self.levels}")
+            self._check_shares()
             return self
         if self.levels is not None or self.reference is not None:
             raise ValueError(f"covariates: levels and reference of {self.name!r} are used only with encoding one_hot")
+        self._check_shares()
         if isinstance(self.encoding, dict):
             if len(self.encoding) < 2:
                 raise ValueError(f"covariates: encoding of {self.name!r} must list at least two categories")
@@ -86,6 +99,20 @@ class CovariateSpec(Frozen):
                 raise ValueError(f"covariates: encoding of {self.name!r} maps every category to the same value; "
                                  "the design would be singular whatever the data")
         return self
+
+    def _check_shares(self) -> None:
+        if self.shares is None:
+            return
+        categories = self.levels if self.encoding == "one_hot" else list(self.encoding or {})
+        if not categories:
+            raise ValueError(f"covariates: shares of {self.name!r} need a categorical covariate (encoding or one_hot); "
+                             "a numeric covariate's distribution is not public")
+        if sorted(self.shares) != sorted(categories):
+            raise ValueError(f"covariates: shares of {self.name!r} must list exactly its categories {categories}")
+        values = list(self.shares.values())
+        if any(not 0.0 <= v <= 1.0 for v in values) or abs(sum(values) - 1.0) > 1e-6:
+            raise ValueError(f"covariates: shares of {self.name!r} must be between 0 and 1 and sum to 1 "
+                             f"(they sum to {sum(values):g})")
 
     def design_columns(self) -> list[tuple[str, dict[str, float] | None]]:
         """``(label, encoding)`` of each encoded design column: one, or ``len(levels) - 1`` indicators for one_hot."""

@@ -32,7 +32,7 @@ from fdpcore.noise.quantiles import PublicChoice, default_tau_range, epsilon_aft
 from fdpcore.privacy.tuning import DEFAULT_SIGNAL_FRACTION
 from fdpcore.summaries.covariance import plan_covariance_release
 from fdpcore.summaries.erm import plan_erm_release
-from fdpcore.summaries.fosr import given_t1, plan_fosr_release, safe_inverse_shrinkage, t2_amplification
+from fdpcore.summaries.fosr import given_t1, plan_fosr_release, safe_inverse, safe_inverse_shrinkage, t2_amplification
 from fdpcore.summaries.fpca import fpca_basis, gaussian_length_scale, plan_fpca_release, reference_on_grid
 from fdpcore.summaries.kde import BandwidthChoice, plan_kde_release
 from fdpcore.summaries.mean import auto_public_choices, candidate_plans, iclp_qr_shrinkage, plan_mean_release
@@ -228,28 +228,30 @@ def fosr_plan(config: Any, n: int, tau: float | None = None, choices: tuple[Publ
 
 
 def fosr_balanced_t1(config: Any) -> Any:
-    """``T1`` of a FoSR design whose covariates take their public levels equally often and independently, or ``None``.
+    """``T1`` of a FoSR design whose covariates take their public levels at their public shares, independently, or ``None``.
 
-    A public assumption, never the data: a one-hot covariate of ``L`` levels has indicator means ``1/L`` (a block's
-    own products ``z_a z_b = 0``), an encoded covariate (e.g. ``{F: -1, M: 1}``) the mean and mean square of its codes
-    over the levels, and different covariates are independent. ``None`` when a covariate is numeric (its distribution
+    A public assumption, never the data: each category at its a-priori share (``covariates[].shares``, default equal),
+    so a one-hot covariate's indicator means are those shares (a block's own products ``z_a z_b = 0``), an encoded
+    covariate (e.g. ``{F: -1, M: 1}``) has the share-weighted mean and mean square of its codes, and different
+    covariates are independent. ``None`` when a covariate is numeric (its distribution
     is not public). ``fdp plan`` prices the coefficient curves at it (:func:`fdpcore.summaries.fosr.given_t1`,
     ``t2_amplification``, ``safe_inverse_pass_through``).
     """
-    cols: list[tuple[int, Any]] = []  # (block, per-level values of this design column)
+    cols: list[tuple[int, Any, Any]] = []  # (block, per-level values of this design column, the levels' shares)
     for k, c in enumerate(config.covariates):
         for _, enc in c.design_columns():
             if not isinstance(enc, dict):
                 return None
-            cols.append((k, np.array([float(v) for v in enc.values()])))
+            w = np.array([1.0 / len(enc) if c.shares is None else float(c.shares[key]) for key in enc])
+            cols.append((k, np.array([float(v) for v in enc.values()]), w))
     q = len(cols)
     m = np.empty((q, q))
-    for a, (ka, va) in enumerate(cols):
-        for b, (kb, vb) in enumerate(cols):
-            m[a, b] = float(np.mean(va * vb)) if ka == kb else float(np.mean(va)) * float(np.mean(vb))
+    for a, (ka, va, wa) in enumerate(cols):
+        for b, (kb, vb, wb) in enumerate(cols):
+            m[a, b] = float(np.sum(wa * va * vb)) if ka == kb else float(np.sum(wa * va)) * float(np.sum(wb * vb))
     if not config.intercept:
         return m
-    means = np.array([float(np.mean(v)) for _, v in cols])
+    means = np.array([float(np.sum(w * v)) for _, v, w in cols])
     return np.block([[np.ones((1, 1)), means[None, :]], [means[:, None], m]])
 
 
@@ -258,7 +260,9 @@ def fosr_coefficients_balanced(config: Any, plan: Any) -> dict[str, Any] | None:
 
     Public inputs only: ``T2``'s pair the release would choose for that ``T1`` (``tuning.fosr.t2_given_t1@1``), the
     expected L2 noise of the coefficient curves ``sqrt(A E||T2 noise||^2)`` (T2's noise through the inverse; T1's own
-    noise and every bias excluded) in source units, and what the safe inverse's floor keeps of each coefficient.
+    noise and every bias excluded) in source units, each coefficient's part of it (``coefficient_t2_noise``: the T2
+    part of ``accuracy.fosr.coefficient_noise@1`` at that ``T1``), and what the safe inverse's floor keeps of each
+    coefficient.
     """
     t1 = fosr_balanced_t1(config)
     if t1 is None:
@@ -272,8 +276,12 @@ def fosr_coefficients_balanced(config: Any, plan: Any) -> dict[str, Any] | None:
     bias_sq = s * s * lost + (drawn.prior_sq_l2_risk - drawn.expected_sq_l2_error_t2)  # floor, then smoothing
     scale = config.dataset.value_scale
     kept = [round(float(v), 4) for v in np.clip(np.diag(shrink), 0.0, 1.0)]
+    inv = safe_inverse(t1, plan.floor)
+    each = np.sqrt(np.diag(inv @ inv) * drawn.expected_sq_l2_error_t2 / len(t1)) * scale  # T2's part, per coefficient
     return {"expected_l2_error": math.sqrt(noise_sq) * scale, "expected_l2_error_with_bias":
-            math.sqrt(noise_sq + bias_sq) * scale, "t2_amplification": amp, "pass_through": kept}
+            math.sqrt(noise_sq + bias_sq) * scale, "t2_amplification": amp, "pass_through": kept,
+            "coefficient_t2_noise": [float(v) for v in each],
+            "shares": "public" if any(c.shares is not None for c in config.covariates) else "equal"}
 
 
 def fpca_plan(config: Any, n: int | None = None, tau: float | None = None,

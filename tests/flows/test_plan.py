@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import yaml
 from fdp.flows.cli import main
@@ -465,6 +466,39 @@ def test_fosr_plan_prices_the_coefficients_at_a_balanced_design_of_the_public_le
     numeric = write_config(tmp_path, REPO / "examples" / "growth_fosr.yaml", covariates=[{"name": "sex", "encoding": {
         "M": 1, "F": -1}}, {"name": "age_at_entry"}])
     assert fosr_balanced_t1(load_config(numeric)) is None  # a numeric covariate: its distribution is not public
+
+
+def test_fosr_plan_prices_the_coefficients_at_public_level_shares(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Trial S: a level held by 7 % of the units was priced as if it held half of them (the balanced design), so the
+    plan's coefficient error was 1.8 x too small. A-priori shares (covariates[].shares, e.g. a census figure) set the
+    planned design: with the data's own shares it is the data's T1 exactly, and each coefficient's T2 noise is stated
+    as the release will state its T2 part (accuracy.fosr.coefficient_noise@1) at that T1 and pair."""
+    from fdp.flows.config import load_config
+    from fdp.tasks.planning import fosr_balanced_t1, fosr_plan
+    from fdpcore.summaries.fosr import fosr_coefficient_noise, given_t1
+
+    frame = pd.read_parquet(REPO / "examples" / "data" / "berkeley_growth.parquet").groupby("child_id").first()
+    shares = frame["sex"].value_counts(normalize=True).to_dict()  # this test knows the data; a user writes a priori
+    cfg = write_config(tmp_path, REPO / "examples" / "growth_fosr.yaml", covariates=[
+        {"name": "sex", "encoding": "one_hot", "levels": ["F", "M"], "reference": "F", "shares": shares}])
+    config = load_config(cfg)
+    t1 = fosr_balanced_t1(config)
+    male = float((frame["sex"] == "M").mean())
+    assert np.allclose(t1, [[1.0, male], [male, male]], rtol=1e-12)  # the data's own design moments T1
+    [row] = plan_report(cfg, [1.0], None)["rows"]
+    planned = row["coefficients_balanced"]
+    drawn = given_t1(fosr_plan(config, 93), t1)
+    t2_part, _ = fosr_coefficient_noise(drawn, t1, np.zeros((2, drawn.basis.grid.size)))
+    assert planned["coefficient_t2_noise"] == pytest.approx(list(np.sqrt(t2_part) * 10.0), rel=1e-9)  # value_scale 10
+    assert planned["shares"] == "public"
+    assert main(["plan", str(cfg), "--epsilon", "1"]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.strip().startswith("coefficients, at the "))
+    assert f"beta_sex=M {planned['coefficient_t2_noise'][1]:.3g}" in line
+    bad = write_config(tmp_path, REPO / "examples" / "growth_fosr.yaml", covariates=[
+        {"name": "sex", "encoding": {"M": 1, "F": -1}, "shares": {"M": 0.9, "F": 0.2}}])
+    assert main(["plan", str(bad)]) == 2
+    assert "shares of 'sex' must be between 0 and 1 and sum to 1 (they sum to 1.1)" in capsys.readouterr().err
 
 
 def test_rows_where_tau_falls_back_to_the_a_priori_bound_are_marked(tmp_path: Path,
