@@ -292,7 +292,10 @@ def _covariate_lines(covariates: list[str], levels: dict[str, list[str]], bound:
             lines += ["    encoding: one_hot",
                       f"    levels: {_flow(levels[c])}   # PUBLIC: every category, listed a "
                       "priori (from --levels); another value is an error naming the row",
-                      f"    reference: {_q(levels[c][0])}   # the first level: all indicators 0, absorbed by the intercept"]
+                      f"    reference: {_q(levels[c][0])}   # the first level: all indicators 0, absorbed by the intercept",
+                      f"    # shares: {{{', '.join(f'{_q(lv)}: ...' for lv in levels[c])}}}   # optional PUBLIC expected "
+                      "share of each level (a census figure, never the data): `fdp plan` prices the coefficients at "
+                      "them; equal shares hide a rare level's noise"]
             if len(levels[c]) == 2:  # a 0/1 indicator with the intercept: T1's smallest eigenvalue is ~ group share / 2
                 a, b = levels[c]
                 lines += [f"    # two levels: encoding: {{{_q(a)}: -1, {_q(b)}: 1}} instead of one_hot is better conditioned "
