@@ -476,6 +476,7 @@ def test_fosr_plan_prices_the_coefficients_at_public_level_shares(tmp_path: Path
     as the release will state its T2 part (accuracy.fosr.coefficient_noise@1) at that T1 and pair."""
     from fdp.flows.config import load_config
     from fdp.tasks.planning import fosr_balanced_t1, fosr_plan
+
     from fdpcore.summaries.fosr import fosr_coefficient_noise, given_t1
 
     frame = pd.read_parquet(REPO / "examples" / "data" / "berkeley_growth.parquet").groupby("child_id").first()
