@@ -165,11 +165,15 @@ def config_sha256(config: BaseModel) -> str:
     """SHA-256 of the canonical JSON of a validated config (public; identifies the release definition).
 
     An absent ``release:`` block is left out, so configs written before release series existed keep
-    their hash (and their published releases stay idempotent).
+    their hash (and their published releases stay idempotent); so is a FoSR covariate's absent ``shares`` (a plan-only
+    field added later).
     """
     data = config.model_dump(mode="json")
     if data.get("release") is None:
         data.pop("release", None)
+    for covariate in data.get("covariates") or ():
+        if isinstance(covariate, dict) and covariate.get("shares", 0) is None:
+            del covariate["shares"]
     canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 

@@ -580,3 +580,16 @@ def test_fpca_plan_states_the_basis_resolution_and_warns_when_the_shortfall_exce
     assert rel[0.25] >= 1.0 > rel[4.0]  # k (m - k) tau^2 / (n epsilon_step): 27 / (93 x ~0.2) against 27 / (93 x ~3.9)
     (warned,) = [w for w in report["warnings"] if "expected energy shortfall is" in w]
     assert warned.startswith("at epsilon 0.25: the expected energy shortfall is") and "3 components" in warned
+
+
+def test_a_fosr_config_without_shares_keeps_the_hash_of_its_earlier_releases() -> None:
+    """`shares` (plan-only) came after FoSR releases were published: a config without it must keep its config_sha256,
+    or a re-run of a published id would be refused as another config. The hash below is the one the ledger recorded
+    for releases of examples/growth_fosr.yaml made before the field existed (session 30); with shares it changes."""
+    from fdp.flows.config import config_sha256, load_config
+
+    config = load_config(REPO / "examples" / "growth_fosr.yaml")
+    assert config_sha256(config) == "7d7dc1a4423b55f096d87191c1e39793314b4a5848f5ed31940e9fe547b89471"
+    with_shares = config.model_copy(update={"covariates": [
+        config.covariates[0].model_copy(update={"shares": {"M": 0.5, "F": 0.5}})]})
+    assert config_sha256(with_shares) != config_sha256(config)
