@@ -428,8 +428,14 @@ def _preflight(config_path: Path, out: str | None, ledger_url: str | None, relea
     out_dir = Path(out) if out else inside(Path("releases"), rid)
     # pre-flight, in seconds, before Prefect's temporary server boots and before any data is read
     _check_writable(out_dir)
-    with contextlib.suppress(NotResumableError):  # the id is noised: _run_release waits for its run or says so
-        precheck_budget(url, config, rid, period)  # a budget that cannot pay refuses before the data are read
+    try:  # a budget that cannot pay refuses before the data are read (the atomic charge still decides)
+        precheck_budget(url, config, rid, period)
+    except NotResumableError as exc:  # noised: by a run that stopped, or by one publishing it right now
+        other_run = _wait_for_other_run(exc, Ledger(url, read_only=True), rid, None)
+        if other_run is None:
+            raise
+        if other_run != "published":
+            raise _explain_failure(exc, Ledger(url, read_only=True), rid, None, other_run) from None
     n = None
     if not _is_published_rerun(url, rid, config):  # a re-run of a published id never needs (or reads) the data
         _check_dataset_path(config, config_path)
@@ -469,14 +475,6 @@ def _note_new_ledger(url: str, config: Any) -> None:
 
 def _run_release(config: Any, config_path: Path, out_dir: Path, url: str, rid: str, period: str | None,
                  n: int | None = None) -> int:
-    try:
-        precheck_budget(url, config, rid, period)
-    except NotResumableError as exc:  # noised: by a run that stopped, or by one publishing it right now
-        other_run = _wait_for_other_run(exc, Ledger(url, read_only=True), rid, None)
-        if other_run is None:
-            raise
-        if other_run != "published":
-            raise _explain_failure(exc, Ledger(url, read_only=True), rid, None, other_run) from None
     _warn_before_release(config, config_path, url, rid, n)
     server = start_temporary_server()  # None when an API is configured; else it boots while the flow imports
     flow = SUMMARIES[config.summary].flow

@@ -161,19 +161,31 @@ def _is_form_name(part: str) -> bool:
     return part in ("float", "int", "str", "bool", "list", "dict", "tuple") or any(c in part for c in "-[(")
 
 
+#: Config fields added after releases existed, as paths (``*``: every item of a list): the ``release:`` block (release
+#: series) and a FoSR covariate's plan-only ``shares`` (session 30). :func:`config_sha256` leaves them out while absent.
+ADDED_LATER = (("release",), ("covariates", "*", "shares"))
+
+
+def _nodes(data: Any, path: list[str]) -> list[Any]:
+    """The nodes of ``data`` at ``path`` (``*`` steps into every item of a list); none where the path does not exist."""
+    nodes = [data]
+    for step in path:
+        nodes = [x for node in nodes for x in (node if step == "*" and isinstance(node, list) else
+                                              [node.get(step)] if isinstance(node, dict) else [])]
+    return nodes
+
+
 def config_sha256(config: BaseModel) -> str:
     """SHA-256 of the canonical JSON of a validated config (public; identifies the release definition).
 
-    An absent ``release:`` block is left out, so configs written before release series existed keep
-    their hash (and their published releases stay idempotent); so is a FoSR covariate's absent ``shares`` (a plan-only
-    field added later).
+    A field added after releases were published (:data:`ADDED_LATER`) is left out while absent, so configs written
+    before it keep their hash (and their published releases stay idempotent).
     """
     data = config.model_dump(mode="json")
-    if data.get("release") is None:
-        data.pop("release", None)
-    for covariate in data.get("covariates") or ():
-        if isinstance(covariate, dict) and covariate.get("shares", 0) is None:
-            del covariate["shares"]
+    for *parents, name in ADDED_LATER:
+        for node in _nodes(data, parents):
+            if isinstance(node, dict) and name in node and node[name] is None:
+                del node[name]
     canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 

@@ -32,7 +32,13 @@ from fdpcore.noise.quantiles import PublicChoice, default_tau_range, epsilon_aft
 from fdpcore.privacy.tuning import DEFAULT_SIGNAL_FRACTION
 from fdpcore.summaries.covariance import plan_covariance_release
 from fdpcore.summaries.erm import plan_erm_release
-from fdpcore.summaries.fosr import given_t1, plan_fosr_release, safe_inverse, safe_inverse_shrinkage, t2_amplification
+from fdpcore.summaries.fosr import (
+    fosr_t2_coefficient_noise,
+    given_t1,
+    plan_fosr_release,
+    safe_inverse_shrinkage,
+    t2_amplification,
+)
 from fdpcore.summaries.fpca import fpca_basis, gaussian_length_scale, plan_fpca_release, reference_on_grid
 from fdpcore.summaries.kde import BandwidthChoice, plan_kde_release
 from fdpcore.summaries.mean import auto_public_choices, candidate_plans, iclp_qr_shrinkage, plan_mean_release
@@ -276,8 +282,7 @@ def fosr_coefficients_balanced(config: Any, plan: Any) -> dict[str, Any] | None:
     bias_sq = s * s * lost + (drawn.prior_sq_l2_risk - drawn.expected_sq_l2_error_t2)  # floor, then smoothing
     scale = config.dataset.value_scale
     kept = [round(float(v), 4) for v in np.clip(np.diag(shrink), 0.0, 1.0)]
-    inv = safe_inverse(t1, plan.floor)
-    each = np.sqrt(np.diag(inv @ inv) * drawn.expected_sq_l2_error_t2 / len(t1)) * scale  # T2's part, per coefficient
+    each = np.sqrt(fosr_t2_coefficient_noise(drawn, t1)) * scale  # T2's part, per coefficient
     return {"expected_l2_error": math.sqrt(noise_sq) * scale, "expected_l2_error_with_bias":
             math.sqrt(noise_sq + bias_sq) * scale, "t2_amplification": amp, "pass_through": kept,
             "coefficient_t2_noise": [float(v) for v in each],

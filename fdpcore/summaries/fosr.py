@@ -58,6 +58,7 @@ __all__ = [
     "fosr_floor",
     "fosr_gamma_balanced",
     "fosr_moments",
+    "fosr_t2_coefficient_noise",
     "fosr_t2_noise_band",
     "fosr_t1_sensitivity",
     "fosr_t2_sensitivity",
@@ -595,14 +596,39 @@ def fosr_coefficient_noise(plan: FosrPlan, t1_released: ArrayLike,
     >>> round(float(t2[1] / t2[0]), 6), t1.tolist()  # four times the weight: a sixteenth of the noise energy
     (0.0625, [0.0, 0.0])
     """
-    inv = safe_inverse(_validate.finite_matrix("t1_released", t1_released, plan.p), plan.floor)
+    inv = _safe_inverse_of(plan, t1_released)
     beta = _validate.finite_matrix("coefficients", coefficients, plan.basis.grid.size)
-    if inv.shape[0] != plan.p or beta.shape[0] != plan.p:
-        raise DomainError(f"t1_released ({inv.shape}) and coefficients ({beta.shape[0]} rows) must have p = {plan.p} rows")
-    s = _t2_row_energy(plan)
-    t2_part: NDArrayFloat = np.diag(inv @ inv) * s
+    if beta.shape[0] != plan.p:
+        raise DomainError(f"coefficients ({beta.shape[0]} rows) must have p = {plan.p} rows")
     t1_part: NDArrayFloat = np.maximum(_t1_first_order(plan, inv, beta) - _t1_first_order_of_t2_noise(plan, inv), 0.0)
-    return t2_part, t1_part
+    return _t2_part(plan, inv), t1_part
+
+
+def fosr_t2_coefficient_noise(plan: FosrPlan, t1_released: ArrayLike) -> NDArrayFloat:
+    """``N_2`` of :func:`fosr_coefficient_noise` alone: ``T2``'s noise energy in each coefficient through ``T1~^+``.
+
+    Exact given ``T1~`` and public parameters; ``fdp plan`` states it at the design of the public level shares.
+
+    >>> from fdpcore.basis.grids import midpoint_grid
+    >>> pl = plan_fosr_release(midpoint_grid(10), {"name": "matern", "nu": 1.5, "rho": 0.1}, n=50, n_covariates=1,
+    ...                        intercept=True, bound=1.0, tau_y=1.0, epsilon=1.0, secure=False)
+    >>> bool(np.all(fosr_t2_coefficient_noise(pl, np.eye(2)) == fosr_coefficient_noise(pl, np.eye(2), np.zeros((2, 10)))[0]))
+    True
+    """
+    return _t2_part(plan, _safe_inverse_of(plan, t1_released))
+
+
+def _safe_inverse_of(plan: FosrPlan, t1_released: ArrayLike) -> NDArrayFloat:
+    inv = safe_inverse(_validate.finite_matrix("t1_released", t1_released, plan.p), plan.floor)
+    if inv.shape[0] != plan.p:
+        raise DomainError(f"t1_released ({inv.shape}) must be p x p with p = {plan.p}")
+    return inv
+
+
+def _t2_part(plan: FosrPlan, inv: NDArrayFloat) -> NDArrayFloat:
+    """``(T1~^{+2})_{mm} s``: ``T2``'s noise energy in coefficient ``m`` through the safe inverse ``inv``."""
+    out: NDArrayFloat = np.diag(inv @ inv) * _t2_row_energy(plan)
+    return out
 
 
 def _t2_row_energy(plan: FosrPlan) -> float:
