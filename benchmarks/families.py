@@ -24,9 +24,13 @@ can be compared cell by cell. ``--decompose FAMILY:N:EPS`` prints, for one cell,
 default plan at the tau quantile level it targets (the level's norm quantile, the split's remaining epsilon) and
 with the oracle's best (eta, psi) substituted at the same tau, and the same at the 0.9 quantile: which of the level
 and the tuning the gap comes from (no draws). Errors are against each data set's own mean (what privacy costs); the mean
-releases use the facade's NumPy sampler (``secure=False``: simulation only).
+releases use the facade's NumPy sampler (``secure=False``: simulation only). ``--signal-fractions S [S ...]`` prints,
+for every family cell and the two shipped data sets, the same exact expected error (no draws) at the default's level
+and split with ``risk_prior``'s prior signal scale ``s`` set to each ``S`` (default 0.5), over the oracle, and the
+geometric means: how much a different public prior size would move each data set.
 
     .venv/bin/python benchmarks/families.py --draws 200 --a-priori
+    .venv/bin/python benchmarks/families.py --signal-fractions 0.5 0.7 1
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from utility import Data, oracle_choice, table  # noqa: E402  (a sibling script, not a package)
+from utility import Data, electricity, growth, oracle_choice, table  # noqa: E402  (a sibling script, not a package)
 
 from fdpcore.basis.grids import midpoint_grid  # noqa: E402
 from fdpcore.data.preprocess import clip_l2  # noqa: E402
@@ -146,6 +150,39 @@ def decompose(cell: str, seed: int) -> None:
               f" x the oracle, best (eta, psi) {best / oracle:.2f} x")
 
 
+def signal_rows(fractions: tuple[float, ...], ns: tuple[int, ...], epsilons: tuple[float, ...],
+                seed: int) -> tuple[list[list[str]], list[list[str]]]:
+    """Exact expected error / oracle at the default's tau level and split, per prior signal scale (no draws)."""
+    sets = [growth(), electricity()] + [family(name, n, seed) for name in FAMILIES for n in ns]
+    ratios: dict[float, list[float]] = {s: [] for s in fractions}
+    out = []
+    for data in sets:
+        n = data.curves.shape[0]
+        norms = record_norms(data.curves, data.grid.weights)
+        cells = []
+        for eps in epsilons:
+            (choice,) = auto_public_choices(data.grid, data.kernel, n=n, epsilon=eps, tau_auto=True)
+            tau, rest = ((float(data.fixed_tau or 1.0), eps) if choice.a_priori
+                         else (float(np.quantile(norms, choice.alpha)), eps - choice.epsilon))
+            oracle = math.sqrt(oracle_choice(data, eps)[2])
+            cell = []
+            for s in fractions:
+                plan = plan_mean_release(data.grid, data.kernel, n=n, tau=tau, epsilon=rest, signal_fraction=s,
+                                         secure=False)
+                ratio = expected_error(data, rest, tau, plan.eta, plan.psi) / oracle
+                ratios[s].append(ratio)
+                cell.append(f"{ratio:.2f}")
+            cells.append(" / ".join(cell))
+        out.append([data.name, *cells])
+    summary = []
+    for s, v in ratios.items():
+        r = np.asarray(v)
+        fam = r[2 * len(epsilons):]  # the family cells (the first two rows are the shipped data sets)
+        summary.append([f"{s:g}", f"{np.exp(np.log(r).mean()):.3f}", f"{np.exp(np.log(fam).mean()):.3f}",
+                        f"{r.max():.2f}", str(int((r > 1.3).sum())), str(int((r > 1.5).sum()))])
+    return out, summary
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--draws", type=int, default=200)
@@ -154,7 +191,18 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=20261125)
     ap.add_argument("--a-priori", action="store_true", help="also the superseded a-priori fallback, where it differs")
     ap.add_argument("--decompose", nargs="+", metavar="FAMILY:N:EPS", help="where one cell's gap comes from; no table")
+    ap.add_argument("--signal-fractions", type=float, nargs="+", metavar="S",
+                    help="the exact error at the default's tau per prior signal scale S; no draws")
     args = ap.parse_args()
+    if args.signal_fractions:
+        out, summary = signal_rows(tuple(args.signal_fractions), tuple(args.n), tuple(args.epsilons), args.seed)
+        print(f"### Exact expected error / oracle at the default's tau, prior signal scale s = "
+              f"{' / '.join(f'{s:g}' for s in args.signal_fractions)}\n")
+        print(table(["data", *(f"ε = {e:g}" for e in args.epsilons)], out))
+        print()
+        print(table(["s", "geometric mean (all)", "geometric mean (families)", "max", "cells > 1.3", "cells > 1.5"],
+                    summary))
+        return
     if args.decompose:
         for cell in args.decompose:
             decompose(cell, args.seed)
