@@ -173,7 +173,11 @@ def init_config(  # noqa: PLR0913 - one argument per command-line option
                   "#              # clipping and smoothing shrink deviations from r, not from the constant value_offset",
                   f"#   time: [{time_domain[0]!r}, {time_domain[1]!r}]     # source time units, strictly increasing, covering time_domain",
                   f"#   value: [{value_offset!r}, {value_offset!r}]   # source value units at those times; never computed from this data",
-                  "#   source: \"where the reference comes from\"   # published in the manifest (docs/summaries/mean.md)"]
+                  "#   source: \"where the reference comes from\"   # published in the manifest (docs/summaries/mean.md)",
+                  "# tuning: {signal_fraction: 0.5}   # PUBLIC prior size of the mean's deviation from value_offset (or r)",
+                  "#              # as a fraction of tau, for the default smoothing: 0.5, and 0.1 where tau is the a-priori",
+                  "#              # bound (n x epsilon too small to buy it); state 0.5 if the mean curve itself is far from a",
+                  "#              # constant level (growth with age) and you have no reference curve (docs/summaries/mean.md)"]
     if summary == "covariance":
         lines += ["mechanism: iclp_qr",
                   "centering:",

@@ -20,6 +20,7 @@ from fdp.flows.registry import SUMMARIES
 from fdp.flows.zero_records import ZeroRecords, count_zero_records, zero_records_warning
 from fdp.tasks._publish import LOW_TAU_LEVEL, LOW_TAU_SUMMARIES, clip_target, low_level_text
 from fdp.tasks.planning import (
+    a_priori_signal_text,
     accuracy,
     alignment_requirement,
     auto_options,
@@ -387,6 +388,9 @@ def print_plan(report: dict[str, Any]) -> None:
                  "that figure times " + ("the square of " if report["summary"] in ("covariance", "fpca") else "")
                  + "the tau they release (usually well below 1), so two rows with the same figure are not the same "
                  "accuracy" if len(fixed) < len([r for r in report["rows"] if "error" not in r]) else ""))
+        signal = a_priori_signal_text(fixed, report["rows"])
+        if signal is not None:
+            print(f"  {signal}")
     floors = [(r["epsilon"], r["tuning"]["safe_inverse_floor"]) for r in report["rows"]
               if "error" not in r and r["tuning"].get("safe_inverse_floor") is not None]
     if floors:  # FoSR: where the coefficient curves are shrunk by the safe inverse (postprocess.fosr.safe_inverse@1)

@@ -238,7 +238,8 @@ class TuningSpec(Frozen):
     non_private: bool = Field(False, description="must be true for rule 'pcv': the release is then NOT differentially private")
     signal_fraction: PositiveFloat | None = Field(
         None, description="rule 'risk_prior' (the default of iclp_qr and gp): public signal scale of the mean as a "
-        "fraction of tau (default 0.5)",
+        "fraction of tau (default 0.5; 0.1 where tau: auto falls back to its a-priori bound, "
+        "tuning.risk.signal_default@1)",
     )
 
     @model_validator(mode="after")

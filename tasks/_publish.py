@@ -36,6 +36,7 @@ from fdp.tasks.planning import (
 from fdpcore.data.preprocess import to_source_units
 from fdpcore.errors import DataError, InternalError
 from fdpcore.io.files import publish_directory
+from fdpcore.privacy.tuning import SIGNAL_DEFAULT_FORMULA
 from fdpcore.summaries.mean import SENSITIVITY_NORMS, MeanPlan
 
 RELEASE_FILE = "release.parquet"
@@ -184,8 +185,10 @@ def public_release(
         parameters.update(calibration=plan.gp_calibration, rho=plan.rho)
     if plan.public_choices:  # bought with budget: private outputs, published with their splits
         parameters["public_choices"] = [c.as_manifest() for c in plan.public_choices]
-        if plan.tuning == "risk_prior":
-            parameters["tuning"]["signal_fraction"] = plan.signal_fraction
+    if plan.tuning == "risk_prior":  # the prior's public signal scale, and the rule that set it when the config did not
+        parameters["tuning"]["signal_fraction"] = plan.signal_fraction
+        if config.tuning.signal_fraction is None:
+            parameters["tuning"]["signal_fraction_formula"] = SIGNAL_DEFAULT_FORMULA
     if plan.selection is not None:
         sel = plan.selection
         parameters["selection"] = {
@@ -226,7 +229,8 @@ def public_release(
             "expected_l2_error_with_bias_note": with_bias_note(config, plan),
         },
         formulas=sorted({*plan.formulas, "preprocess.align_linear@2",
-                         *(("preprocess.quantise_lattice@1",) if config.engine.name != "memory" else ())}),
+                         *(("preprocess.quantise_lattice@1",) if config.engine.name != "memory" else ()),
+                         *((SIGNAL_DEFAULT_FORMULA,) if "signal_fraction_formula" in parameters["tuning"] else ())}),
         outputs=[{"path": name, "sha256": hashlib.sha256(data).hexdigest()}
                  for name, data in ((RELEASE_FILE, parquet), (PLOT_FILE, png))],
         provenance=provenance,

@@ -29,7 +29,7 @@ from fdpcore.io.tables import count_units
 from fdpcore.ledger import Ledger
 from fdpcore.noise.iclp import whitened_pointwise_band
 from fdpcore.noise.quantiles import PublicChoice, default_tau_range, epsilon_after_choices, summary_tau_choice
-from fdpcore.privacy.tuning import DEFAULT_SIGNAL_FRACTION
+from fdpcore.privacy.tuning import A_PRIORI_SIGNAL_FRACTION, DEFAULT_SIGNAL_FRACTION
 from fdpcore.summaries.covariance import plan_covariance_release
 from fdpcore.summaries.erm import plan_erm_release
 from fdpcore.summaries.fosr import (
@@ -146,7 +146,7 @@ def _mean_kwargs(config: Any) -> dict[str, Any]:
         estimator=config.estimator, eta=t.eta, psi=t.psi, tuning=t.rule, delta=config.privacy.delta,
         n_basis=t.n_basis, calibration=config.privacy.calibration, lattice_k=t.lattice_k,
         sup_clip=config.clipping.sup_clip, select_epsilon=t.select_epsilon, non_private=t.non_private,
-        signal_fraction=t.signal_fraction if t.signal_fraction is not None else DEFAULT_SIGNAL_FRACTION,
+        signal_fraction=t.signal_fraction,  # None: the default of the tau it gets (default_signal_fraction)
     )
 
 
@@ -751,6 +751,8 @@ def _tuning(config: Any, plan: Any) -> dict[str, Any]:
     s = config.summary
     if s == "mean":
         out = {"rule": plan.tuning, "formula": plan.tuning_formula, "eta": plan.eta, "psi": plan.psi}
+        if plan.tuning == "risk_prior":  # the prior's public signal scale (tuning.risk.signal_default@1 when unset)
+            out["signal_fraction"] = plan.signal_fraction
         if plan.n_basis is not None:
             out["n_basis"] = plan.n_basis
         if plan.lattice_k is not None:
@@ -769,6 +771,25 @@ def _tuning(config: Any, plan: Any) -> dict[str, Any]:
         return {"n_basis": plan.basis.n_basis, "prior_strength": plan.prior_strength, "sampler": plan.sampler,
                 "epsilon_per_component": plan.epsilon_step, "burn_in": plan.burn_in, "exact_draw": plan.exact}
     return {k: v for k, v in plan.parameters.items() if isinstance(v, (int, float, str, bool)) or v is None}
+
+
+def a_priori_signal_text(epsilons: list[float], rows: list[dict[str, Any]]) -> str | None:
+    """``fdp plan``'s line on the smoothing where a mean's tau is the a-priori bound (``tuning.risk.signal_default@1``).
+
+    ``epsilons``: the rows' epsilons at which tau is that bound. ``None`` unless such a row assumes a mean below half
+    of tau (the default 0.1 there, or a stated smaller scale).
+    """
+    small = sorted({r["tuning"]["signal_fraction"] for r in rows if r["epsilon"] in epsilons and "error" not in r
+                    and r["tuning"].get("signal_fraction", DEFAULT_SIGNAL_FRACTION) < DEFAULT_SIGNAL_FRACTION})
+    if not small:
+        return None
+    return (f"tuning at epsilon {', '.join(f'{e:g}' for e in epsilons)}: with tau at that bound the smoothing assumes "
+            f"a mean of norm {' / '.join(f'{f:g}' for f in small)} x tau (signal_fraction; by default "
+            f"{A_PRIORI_SIGNAL_FRACTION:g} there, {DEFAULT_SIGNAL_FRACTION:g} where tau is bought: "
+            "tuning.risk.signal_default@1), because the bound holds every value within value_offset +- value_scale, "
+            "not a typical record; if your mean curve is itself far from value_offset (growth with age, a seasonal "
+            "cycle) and you have no public reference curve (centering), state tuning.signal_fraction: "
+            f"{DEFAULT_SIGNAL_FRACTION:g} a priori")
 
 
 def curve_error_text(summary: str, grid_domain: Any, time_domain: Any) -> str:

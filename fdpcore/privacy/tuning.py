@@ -21,6 +21,9 @@ from fdpcore.errors import DomainError
 __all__ = [
     "DEFAULT_RULES",
     "DEFAULT_SIGNAL_FRACTION",
+    "A_PRIORI_SIGNAL_FRACTION",
+    "SIGNAL_DEFAULT_FORMULA",
+    "default_signal_fraction",
     "PSS_RULES",
     "RISK_ETAS",
     "MEAN_PRIOR_DECAY",
@@ -80,6 +83,29 @@ RISK_RULES: dict[str, str] = {
 #: most ``tau`` has norm at most ``tau``; half of it is the prior's centre (log-scale midpoint of the
 #: plausible range ``[tau/4, tau]`` for centred data), and the rule is flat within a factor 2 of it.
 DEFAULT_SIGNAL_FRACTION = 0.5
+
+#: A mean's default signal scale when ``tau`` is the a-priori bound of ``tau: auto`` (``n * epsilon`` too small to buy
+#: it: ``tuning.tau.a_priori_fallback@2``): a tenth of the bound (``tuning.risk.signal_default@1``). The bound holds
+#: every value within ``value_offset +- value_scale``, not a typical record, so the mean is usually far inside it:
+#: on nine real panels nobody tuned for, the records' median norm was 0.09-0.48 of it and the mean's norm smaller.
+A_PRIORI_SIGNAL_FRACTION = 0.1
+
+#: The formula id of :func:`default_signal_fraction` (recorded in a manifest whose config left the scale unset).
+SIGNAL_DEFAULT_FORMULA = "tuning.risk.signal_default@1"
+
+
+def default_signal_fraction(a_priori_tau: bool) -> float:
+    """A mean's default prior signal scale of ``risk_prior``, as a fraction of ``tau`` (``tuning.risk.signal_default@1``).
+
+    ``DEFAULT_SIGNAL_FRACTION`` (0.5) of a ``tau`` that is public or bought as a DP quantile of the records' norms;
+    ``A_PRIORI_SIGNAL_FRACTION`` (0.1) where ``tau: auto`` bought nothing (``a_priori_tau``: ``n * epsilon`` below the
+    quantile's floor) and ``tau`` is the a-priori upper end of its range, which holds every value within
+    ``value_offset +- value_scale``, not a typical record (docs/proofs/tuning.risk.signal_default@1.md). Public inputs.
+
+    >>> default_signal_fraction(False), default_signal_fraction(True)
+    (0.5, 0.1)
+    """
+    return A_PRIORI_SIGNAL_FRACTION if a_priori_tau else DEFAULT_SIGNAL_FRACTION
 
 #: Priors of ``risk_prior`` for the mean's coefficients, ``E mu_j^2 = s^2 w_j`` with ``sum_j w_j = 1``:
 #: ``paths`` ``w ~ lambda`` (as rough as the kernel's sample paths), ``rkhs`` ``w ~ lambda^2`` (``mu = C^(1/2) g``,

@@ -92,6 +92,7 @@ from fdpcore.privacy.tuning import (
     PSS_RULES_BY_ESTIMATOR,
     RISK_RULES,
     PssChoice,
+    default_signal_fraction,
     prior_sq_bias,
     pss_mean,
     risk_prior_iclp_qr,
@@ -210,7 +211,8 @@ class MeanPlan:
         secure: OpenDP samplers (``False``: NumPy, simulations only).
         public_choices: public parameters bought with budget (``tau: auto``, ``value_offset: auto``),
             each a named split of ``epsilon`` charged with the release (:mod:`fdpcore.noise.quantiles`).
-        signal_fraction: the prior signal scale of ``risk_prior`` as a fraction of ``tau``.
+        signal_fraction: the prior signal scale of ``risk_prior`` as a fraction of ``tau`` (resolved:
+            :func:`fdpcore.privacy.tuning.default_signal_fraction` when the caller left it unset).
     """
 
     estimator: str
@@ -423,7 +425,7 @@ def plan_mean_release(
     select_epsilon: float | None = None,
     non_private: bool = False,
     public_choices: tuple[PublicChoice, ...] = (),
-    signal_fraction: float = DEFAULT_SIGNAL_FRACTION,
+    signal_fraction: float | None = None,
 ) -> MeanPlan:
     """Fix the noise of a mean release from public inputs only (MATH.md §4, §5).
 
@@ -433,8 +435,8 @@ def plan_mean_release(
     ``"dp_select"`` (exponential mechanism, ``select_epsilon`` of the total ``epsilon``) or
     ``"pcv"`` (not DP: needs ``non_private=True``). With ``dp_select``/``pcv`` the returned plan is
     pending until :func:`select_mean_parameters` runs. The default rule of ``iclp_qr`` and ``gp`` is
-    ``risk_prior`` (:func:`fdpcore.privacy.tuning.risk_prior_iclp_qr`, with ``signal_fraction``).
-    ``public_choices`` (``tau: auto``, ``value_offset: auto``) are parts of ``epsilon`` paid before the
+    ``risk_prior`` (:func:`fdpcore.privacy.tuning.risk_prior_iclp_qr`, with ``signal_fraction``; unset, it is
+    :func:`fdpcore.privacy.tuning.default_signal_fraction` of the choices). ``public_choices`` (``tau: auto``, ``value_offset: auto``) are parts of ``epsilon`` paid before the
     tuning and the mean; ``tau`` is then the value they released.
 
     Privacy assumptions: grid, kernel, ``n``, ``tau``, ``sup_clip`` and the parameters (or the
@@ -478,7 +480,9 @@ def plan_mean_release(
         "fixed", None, beta, None, ESTIMATORS[estimator], None, PAPER_FORMULAS[estimator], None, None,
         gp_calibration=calibration if estimator == "gp" else None, non_private=False, secure=secure,
         public_choices=tuple(public_choices),
-        signal_fraction=_validate.positive_finite("signal_fraction", signal_fraction, privacy=False),
+        signal_fraction=(default_signal_fraction(any(c.name == "tau" and c.a_priori for c in public_choices))
+                         if signal_fraction is None
+                         else _validate.positive_finite("signal_fraction", signal_fraction, privacy=False)),
     )
     epsilon_rest = base.epsilon_available
     fixed = {"iclp_qr": eta, "gp": eta, "iclp_ar": eta, "frl": n_basis, "bernstein": lattice_k}[estimator]
@@ -914,7 +918,7 @@ def release_mean(
     rng: np.random.Generator | None = None,
     tau_share: float = DEFAULT_TAU_SHARE,
     tau_range: tuple[float, float] | None = None,
-    signal_fraction: float = DEFAULT_SIGNAL_FRACTION,
+    signal_fraction: float | None = None,
     reference: ArrayLike | None = None,
 ) -> MeanRelease:
     """Release a differentially private mean curve (the Python facade; docs/python.md).
@@ -950,7 +954,8 @@ def release_mean(
         rng: generator for ``secure=False`` (ignored when secure).
         tau_share: share of ``epsilon`` that buys ``tau: "auto"``.
         tau_range: the range of the candidate grid of ``tau: "auto"``.
-        signal_fraction: prior signal scale of ``risk_prior`` as a fraction of ``tau``.
+        signal_fraction: prior signal scale of ``risk_prior`` as a fraction of ``tau``; default
+            :func:`fdpcore.privacy.tuning.default_signal_fraction` (0.5, or 0.1 where ``tau: "auto"`` falls back to its a-priori bound).
         reference: a public reference curve on the grid (``K`` values, the units of ``curves``), as YAML's
             ``centering``: subtracted from every row before clipping (``tau`` and ``tau: "auto"`` then bound the
             centred rows) and added back to every draw (:func:`centre_on_reference`, formula

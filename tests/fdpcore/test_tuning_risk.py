@@ -9,9 +9,21 @@ import pytest
 
 from fdpcore.basis.grids import midpoint_grid
 from fdpcore.errors import DomainError
-from fdpcore.noise.quantiles import record_norms
-from fdpcore.privacy.tuning import RISK_ETAS, pss_iclp_qr, risk_prior_iclp_qr
-from fdpcore.summaries.mean import plan_mean_release, release_mean
+from fdpcore.noise.quantiles import PublicChoice, record_norms
+from fdpcore.privacy.tuning import (
+    A_PRIORI_SIGNAL_FRACTION,
+    DEFAULT_SIGNAL_FRACTION,
+    RISK_ETAS,
+    default_signal_fraction,
+    pss_iclp_qr,
+    risk_prior_iclp_qr,
+)
+from fdpcore.summaries.mean import (
+    MeanPlan,
+    auto_public_choices,
+    plan_mean_release,
+    release_mean,
+)
 
 MATERN = {"name": "matern", "nu": 1.5, "rho": 0.2}
 
@@ -86,6 +98,49 @@ def test_default_error_falls_with_epsilon_on_held_out_curves(kind: str) -> None:
     assert max(ratios) < 1.3, ratios
     old = [_expected_sq_error(x, tau, eps, tuning="exact_balanced") for eps in (1.0, 16.0)]  # type: ignore[arg-type]
     assert default[-1] < old[-1]
+
+
+@pytest.mark.parametrize("estimator,kw", [("iclp_qr", {}), ("gp", {"delta": 1e-5})])
+def test_the_a_priori_tau_gets_a_tenth_of_it_as_the_prior_mean_and_a_bought_or_public_tau_half(
+    estimator: str, kw: dict[str, float],
+) -> None:
+    """tuning.risk.signal_default@1: 0.1 where tau: auto falls back to its a-priori bound, else 0.5; a stated scale wins."""
+    g = midpoint_grid(40)
+    fallback = auto_public_choices(g, MATERN, n=60, epsilon=0.5, tau_auto=True, estimator=estimator, **kw)
+    bought = auto_public_choices(g, MATERN, n=600, epsilon=1.0, tau_auto=True, estimator=estimator, **kw)
+    assert fallback[0].a_priori and not bought[0].a_priori
+    assert default_signal_fraction(fallback[0].a_priori) == A_PRIORI_SIGNAL_FRACTION == 0.1
+    assert default_signal_fraction(bought[0].a_priori) == DEFAULT_SIGNAL_FRACTION == 0.5
+
+    def plan(n: int, eps: float, choices: tuple[PublicChoice, ...], **more: float) -> MeanPlan:
+        return plan_mean_release(g, MATERN, n=n, tau=1.0, epsilon=eps, estimator=estimator, public_choices=choices,
+                                 secure=False, **kw, **more)
+
+    a = plan(60, 0.5, fallback)
+    assert a.signal_fraction == 0.1
+    assert (a.eta, a.psi) == (plan(60, 0.5, (), signal_fraction=0.1).eta, plan(60, 0.5, (), signal_fraction=0.1).psi)
+    stated = plan(60, 0.5, fallback, signal_fraction=0.5)  # a scale in the config wins over the default
+    assert stated.signal_fraction == 0.5 and a.psi is not None and stated.psi is not None and a.psi > stated.psi
+    assert plan(60, 0.5, ()).signal_fraction == 0.5  # a public tau keeps half of it
+    assert plan(600, 1.0, bought).signal_fraction == 0.5
+
+
+def test_the_a_priori_default_is_not_worse_than_publishing_the_offset_where_records_sit_far_inside_the_bound() -> None:
+    """Trial V: with tau the a-priori bound (n * epsilon too small to buy it) and the prior's mean half of it, a mean
+    near value_offset (records at a tenth of the bound) was released 5-7x worse than the non-private oracle and worse
+    than publishing the offset alone. With the a-priori default (0.1) it is within 1.5x of both, 3x better than 0.5."""
+    rng = np.random.default_rng(7)
+    t = (np.arange(40) + 0.5) / 40
+    x = 0.03 + 0.02 * np.sin(2 * np.pi * t) + 0.1 * rng.normal(size=(50, 1)) * np.cos(np.pi * t)
+    g = midpoint_grid(40)
+    (choice,) = auto_public_choices(g, MATERN, n=50, epsilon=0.5, tau_auto=True)
+    assert choice.a_priori
+    offset_only = float(g.norm(x.mean(axis=0)[None, :])[0] ** 2)  # the error of releasing value_offset
+    default = _expected_sq_error(x, 1.0, 0.5, signal_fraction=default_signal_fraction(choice.a_priori))
+    half = _expected_sq_error(x, 1.0, 0.5, signal_fraction=0.5)
+    best = min(_expected_sq_error(x, 1.0, 0.5, eta=eta, psi=10.0 ** (k / 4)) for eta in RISK_ETAS for k in range(-40, 9))
+    assert math.sqrt(default) < 1.5 * math.sqrt(offset_only) and math.sqrt(default) < 1.5 * math.sqrt(best)
+    assert math.sqrt(half) > 3 * math.sqrt(default)
 
 
 def test_facade_tau_auto_refuses_several_draws_sharing_one_tau() -> None:

@@ -85,6 +85,10 @@ def test_auto_tau_with_too_small_n_epsilon_clips_at_the_public_upper_end_and_cha
     assert manifest["parameters"]["tau"] == choice["value"] == 1.0  # [0.01, 1] x sqrt(|T|) on [0, 1]
     assert "public upper end of its range" in manifest["privacy"]["guarantee"]
     assert not {"tuning.tau.quantile_level@2", "tuning.tau.quantile_level@3"} & set(manifest["formulas"])
+    # the bound is not a record's size: the tuning's prior mean is a tenth of it (tuning.risk.signal_default@1)
+    tuning = manifest["parameters"]["tuning"]
+    assert (tuning["signal_fraction"], tuning["signal_fraction_formula"]) == (0.1, "tuning.risk.signal_default@1")
+    assert "tuning.risk.signal_default@1" in manifest["formulas"]
     (row,) = Ledger(ledger).releases()
     assert (row.epsilon, row.budget_splits) == (0.05, [{"name": "mean", "epsilon": 0.05, "delta": 0.0}])
 

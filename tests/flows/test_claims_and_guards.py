@@ -118,7 +118,8 @@ PARAMETER_KEYS = {
     "safe_inverse_floor_rule", "selection", "selection.candidates", "selection.differentially_private",
     "selection.epsilon", "selection.method", "selection.n_train", "selection.n_validation", "selection.parameter",
     "selection.score_sensitivity", "selection.split", "snapping", "sup_clip", "tau", "tau_y", "time_domain",
-    "tolerance", "tuning", "tuning.beta", "tuning.formula", "tuning.rule", "tuning.signal_fraction", "value_offset",
+    "tolerance", "tuning", "tuning.beta", "tuning.formula", "tuning.rule", "tuning.signal_fraction",
+    "tuning.signal_fraction_formula", "value_offset",
     # FoSR: post-processing of the released design moments (tuning.fosr.t2_given_t1@1, postprocess.fosr.safe_inverse@1)
     "safe_inverse_pass_through", "safe_inverse_pass_through_note", "tuning.t2_amplification", "tuning.note",
     "value_scale",

@@ -514,6 +514,24 @@ def test_rows_where_tau_falls_back_to_the_a_priori_bound_are_marked(tmp_path: Pa
     assert "rows marked * are on that footing" in note and "times the tau they release" in note
 
 
+def test_a_mean_row_at_the_a_priori_tau_assumes_a_tenth_of_it_and_says_so(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """Trial V: at the a-priori tau (n * epsilon too small to buy it) the default tuning assumes a mean of 0.1 x tau
+    (tuning.risk.signal_default@1); the plan says so under the table, and a stated signal_fraction replaces it."""
+    cfg = write_config(tmp_path, REPO / "examples" / "electricity_mean_auto.yaml")
+    rows = plan_report(cfg, [0.05, 1.0], None)["rows"]
+    assert [r["tuning"]["signal_fraction"] for r in rows] == [0.1, 0.5]
+    assert main(["plan", str(cfg), "--epsilon", "0.05", "--epsilon", "1"]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.strip().startswith("tuning at epsilon"))
+    assert line.strip().startswith("tuning at epsilon 0.05: with tau at that bound the smoothing assumes a mean of norm "
+                                   "0.1 x tau") and "state tuning.signal_fraction: 0.5 a priori" in line
+    stated = write_config(tmp_path, REPO / "examples" / "electricity_mean_auto.yaml", tuning={"signal_fraction": 0.5})
+    stated_rows = plan_report(stated, [0.05], None)["rows"]
+    assert stated_rows[0]["tuning"]["signal_fraction"] == 0.5 and stated_rows[0]["tuning"]["psi"] < rows[0]["tuning"]["psi"]
+    assert main(["plan", str(stated), "--epsilon", "0.05"]) == 0
+    assert "tuning at epsilon" not in capsys.readouterr().out
+
+
 def test_the_resolution_is_the_domain_over_the_components_kept_at_least_half_and_printed(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Trial L (H1): a mean's period-3 cycle over 1,460 readings came out flat with an 11 % stated error; the plan

