@@ -145,7 +145,7 @@ def decompose(cell: str, seed: int) -> None:
     print(f"{data.name}, epsilon {e:g}: tau split {choice.epsilon:g}, level {choice.alpha:.3f}; oracle {oracle:.4g}")
     for level in (choice.alpha, 0.9):
         tau = float(np.quantile(norms, level))
-        best = min(expected_error(data, rest, tau, eta, 10.0 ** (k / 4)) for eta in RISK_ETAS for k in range(-48, 1))
+        best = min(expected_error(data, rest, tau, eta, 10.0 ** (k / 4)) for eta in RISK_ETAS for k in range(-48, 9))
         print(f"  tau at the {level:.3f} quantile ({tau:.3g}): default tuning {expected_error(data, rest, tau) / oracle:.2f}"
               f" x the oracle, best (eta, psi) {best / oracle:.2f} x")
 

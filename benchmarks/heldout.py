@@ -35,7 +35,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from families import expected_error  # noqa: E402  (sibling scripts, not a package)
-from utility import Data, mean_rows, oracle_choice, table  # noqa: E402
+from utility import Data, mean_rows, offset_only_rmse, oracle_choice, table  # noqa: E402
 
 from fdpcore.basis.grids import midpoint_grid  # noqa: E402
 from fdpcore.noise.quantiles import record_norms  # noqa: E402
@@ -172,6 +172,7 @@ def main() -> None:
         for data in sets:
             print(f"### {data.name}, {args.draws} draws\n")
             print(table(head, mean_rows(data, eps, args.draws, False, args.seed)))
+            print(f"\nPublishing value_offset alone (no data, no budget): RMSE {offset_only_rmse(data):.4g}")
             print()
     print(f"\n({time.perf_counter() - t0:.0f} s)")
 

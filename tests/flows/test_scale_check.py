@@ -10,6 +10,7 @@ count is for the operator's terminal only and never enters a manifest or the rel
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -165,6 +166,9 @@ def test_a_far_too_generous_value_scale_is_warned_below_the_tau_range(tmp_path: 
     (warned,) = [ln for ln in err.splitlines() if "below the lower end of tau: auto's range (0.01)" in ln]
     assert warned.startswith("fdp: warning: 40 of 40 aligned records (100 %) have a norm below"), warned
     assert "is value_scale (5000) in the units of gdp, or far too generous?" in warned
+    # trial V: where tau falls back to the range's upper end the factor is that end's, not the lower end's
+    lower, upper = (float(f) for f in re.findall(r"at least ([0-9.e+]+) x that of a tau .* \(([0-9.e+]+) x where n", warned)[0])
+    assert upper == pytest.approx(lower * 100, rel=0.01)  # tau_max / tau_min = 1 / 0.01
     report = json.loads(_plan(config, tmp_path, capsys, "--json"))
     assert (report["out_of_scale"]["below"], report["out_of_scale"]["tau_min"]) == (40, 0.01)
     assert sum("below the lower end" in w for w in report["warnings"]) == 1
