@@ -436,8 +436,9 @@ def plan_mean_release(
     ``"pcv"`` (not DP: needs ``non_private=True``). With ``dp_select``/``pcv`` the returned plan is
     pending until :func:`select_mean_parameters` runs. The default rule of ``iclp_qr`` and ``gp`` is
     ``risk_prior`` (:func:`fdpcore.privacy.tuning.risk_prior_iclp_qr`, with ``signal_fraction``; unset, it is
-    :func:`fdpcore.privacy.tuning.default_signal_fraction` of the choices). ``public_choices`` (``tau: auto``, ``value_offset: auto``) are parts of ``epsilon`` paid before the
-    tuning and the mean; ``tau`` is then the value they released.
+    :func:`fdpcore.privacy.tuning.default_signal_fraction` of the choices). ``public_choices`` (``tau: auto``,
+    ``value_offset: auto``) are parts of ``epsilon`` paid before the tuning and the mean; ``tau`` is then the value
+    they released.
 
     Privacy assumptions: grid, kernel, ``n``, ``tau``, ``sup_clip`` and the parameters (or the
     rule that picks them) are fixed without looking at the data.
@@ -955,7 +956,8 @@ def release_mean(
         tau_share: share of ``epsilon`` that buys ``tau: "auto"``.
         tau_range: the range of the candidate grid of ``tau: "auto"``.
         signal_fraction: prior signal scale of ``risk_prior`` as a fraction of ``tau``; default
-            :func:`fdpcore.privacy.tuning.default_signal_fraction` (0.5, or 0.1 where ``tau: "auto"`` falls back to its a-priori bound).
+            :func:`fdpcore.privacy.tuning.default_signal_fraction` (0.5, or 0.1 where ``tau: "auto"`` falls back to
+            its a-priori bound).
         reference: a public reference curve on the grid (``K`` values, the units of ``curves``), as YAML's
             ``centering``: subtracted from every row before clipping (``tau`` and ``tau: "auto"`` then bound the
             centred rows) and added back to every draw (:func:`centre_on_reference`, formula
