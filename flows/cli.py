@@ -1314,7 +1314,7 @@ def _no_ledger_yet(url: str) -> bool:
             check_ledger_directory(db)
             return True
         if path.is_file() and path.stat().st_size == 0:
-            return True
+            return False  # fdp never leaves an empty file: opening the ledger says so (trial U, H1)
         immutable = "" if os.access(path.parent, os.W_OK) else "&immutable=1"
         try:
             conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro{immutable}", uri=True, timeout=60)

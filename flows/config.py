@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from fdp.schemas.config import series_name
 from pydantic import BaseModel, ValidationError
 
 from fdpcore.errors import ConfigError, LedgerError
-from fdpcore.ledger import Ledger, check_ledger_directory, sqlite_ledger_file
+from fdpcore.ledger import EmptyLedgerFileError, Ledger, check_ledger_directory, sqlite_ledger_file
 from fdpcore.limits import MAX_CONFIG_BYTES, MAX_CONFIG_JSON_BYTES, MAX_LIST_LENGTH, MAX_TEXT_LENGTH
 
 __all__ = ["DEFAULT_CRON", "check_cron", "config_sha256", "format_validation_error", "load_config", "precheck_budget",
@@ -206,15 +207,40 @@ def precheck_budget(url: str, config: Any, release_id: str, period: str | None) 
     path = sqlite_ledger_file(url)
     if path is not None and not path.exists():
         check_ledger_directory(str(path))  # a mistyped directory: exit 2 now, before Prefect starts (trial R)
+    if path is not None and path.parent.is_dir():
+        check_ledger_free_space(url, path)
+    if path is not None and not path.exists():
         return
     try:
         ledger = Ledger(url, read_only=True)
+    except EmptyLedgerFileError:
+        raise  # never a ledger fdp wrote: refused before Prefect starts (trial U, H1)
     except LedgerError:
         return  # e.g. an older schema: the release's own opening migrates it (or says what is wrong)
     proposal = config.budget
     ledger.precheck(release_id=release_id, dataset_id=config.dataset.id, epsilon=config.privacy.epsilon,
                     delta=config.privacy.delta, config_sha256=config_sha256(config), period=period,
                     proposal={"epsilon": proposal.epsilon, "delta": proposal.delta, **proposal.policy()})
+
+
+#: Free bytes a SQLite ledger's filesystem must have before a charge: a release records its public outputs in the ledger
+#: after the noise (about 70 KB for a 48-point mean curve, megabytes for a large surface).
+LEDGER_FREE_BYTES = 16 * 2**20
+
+
+def check_ledger_free_space(url: str, path: Path) -> None:
+    """Refuse a charge when the SQLite ledger's filesystem is nearly full (exit 1, nothing charged; trial U, M2).
+
+    With 32-64 KiB free the charge fitted and the record of the published outputs did not: the release was left
+    noised, its epsilon spent and nothing published. :data:`LEDGER_FREE_BYTES` is ample for any release fdp makes.
+    """
+    free = shutil.disk_usage(path.parent).free
+    if free < LEDGER_FREE_BYTES:
+        raise LedgerError(
+            f"ledger {url}: only {free / 2**20:.3g} MiB free where it lives; a release records its public outputs in the "
+            f"ledger after the noise (about 70 KB for a mean curve, megabytes for a large surface), so with less than "
+            f"{LEDGER_FREE_BYTES // 2**20} MiB the charge could go through and the release be lost (its epsilon spent, "
+            "nothing published); free space there, then run again — nothing was charged")
 
 
 def check_cron(cron: str, now: datetime.datetime | None = None) -> datetime.datetime:

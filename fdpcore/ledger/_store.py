@@ -397,10 +397,23 @@ class Ledger:
         return LedgerError(f"ledger {self._safe_url()} cannot be opened: not an fdp ledger ({why}); check --ledger / "
                            "FDP_LEDGER_URL, or restore the ledger from its backup")
 
+    def _empty_file(self) -> LedgerError:
+        return EmptyLedgerFileError(
+            f"ledger {self._safe_url()} is an empty file (0 bytes): fdp creates a ledger whole, in one step, so this is "
+            "not one it wrote — it was emptied (a `>` redirect, a failed copy or restore) or made by another program. "
+            "Restore the ledger from its backup: a release on it would start a new budget and forget every charge. If "
+            "the file never held a ledger, delete it and run again; nothing was written or charged")
+
     def _open(self) -> None:
+        path = sqlite_ledger_file(self.url)
+        if path is not None and path.is_file() and path.stat().st_size == 0 \
+                and not path.with_name(path.name + "-journal").exists():  # (a hot journal: SQLite rolls it back)
+            raise self._empty_file()  # trial U, H1: it was taken for "no ledger yet" and a release reset the budget
         if self.read_only:
             self._check_readable()
             return
+        if path is not None and not path.exists():
+            self._create_sqlite_file(path)
         if self._create_if_new():
             return
         with self.engine.begin() as conn:
@@ -417,6 +430,30 @@ class Ledger:
             if conn.execute(sa.select(_meta.c.key).where(_meta.c.key == "ledger_id")).first() is None:
                 conn.execute(sa.insert(_meta).values(key="ledger_id", value=str(uuid.uuid4())))
         self._migrate(version)
+
+    def _create_sqlite_file(self, path: Path) -> None:
+        """Create a new SQLite ledger whole: its schema in a hidden file beside ``path``, then linked in at ``path``.
+
+        ``path`` then never holds an empty or half-made file, so an empty file there is not fdp's (:meth:`_empty_file`).
+        Of several processes creating it at once one link succeeds; the others find the ledger and open it. Where the
+        filesystem has no hard links the schema is created in place, as before (:meth:`_create_if_new`).
+        """
+        temp = path.with_name(f".{path.name}.fdp-new-{uuid.uuid4().hex}")
+        engine = _transactional_ddl_engine(sa.create_engine(f"sqlite:///{temp}"))
+        try:
+            with engine.begin() as conn:
+                _create_schema(conn)
+            engine.dispose()
+            try:
+                os.link(temp, path)
+            except FileExistsError:
+                pass  # another process created it meanwhile: open theirs
+            except OSError:
+                return  # no hard links here: _create_if_new creates the schema in place
+        finally:
+            engine.dispose()
+            for leftover in (temp, temp.with_name(temp.name + "-journal")):
+                leftover.unlink(missing_ok=True)
 
     def _create_if_new(self) -> bool:
         """Create the schema of an empty database in one transaction that excludes other openers; False if it exists.
@@ -441,10 +478,7 @@ class Ledger:
                     return False
                 if sa.inspect(conn).get_table_names():
                     raise self._not_a_ledger("the database has other tables but no fdp_meta")
-                _metadata.create_all(conn)
-                conn.execute(sa.insert(_meta).values(key="schema_version", value=str(SCHEMA_VERSION)))
-                conn.execute(sa.insert(_meta).values(key="audit_head", value=f"0:{GENESIS}"))
-                conn.execute(sa.insert(_meta).values(key="ledger_id", value=str(uuid.uuid4())))
+                _create_schema(conn)
                 return True
         finally:
             if engine is not self.engine:
@@ -503,7 +537,13 @@ class Ledger:
                 raise LedgerError(f"ledger {self._safe_url()} was opened read-only; this command cannot change it") from None
             if "readonly database" in str(exc) or _sqlite_not_writable(self.url):  # e.g. its directory: no journal
                 raise self._not_writable() from None
-            raise LedgerError(f"ledger {self._safe_url()} is unavailable ({_first_line(exc)}); nothing was changed") from None
+            if "could not decode to utf-8" in str(exc).lower():  # a damaged stored text (trial U, L4): no raw text quoted
+                raise self._not_a_ledger("a stored text is not valid UTF-8: the file is damaged") from None
+            if "database or disk is full" in str(exc):  # trial U, M2: "nothing was changed" read as "nothing charged"
+                raise LedgerError(f"ledger {self._safe_url()}: its disk is full; this write was rolled back (what earlier "
+                                  "steps recorded stays); free space where the ledger lives, then run again") from None
+            raise LedgerError(f"ledger {self._safe_url()} is unavailable ({_first_line(exc)}); this write was rolled back "
+                              "(what earlier steps recorded stays)") from None
 
     # ----------------------------------------------------------------- datasets
 
@@ -1548,6 +1588,14 @@ def _version(row: Any, not_a_ledger: Any) -> int:
 _OPEN_LOCK_KEY = 0x6664706C
 
 
+def _create_schema(conn: Connection) -> None:
+    """A new ledger's tables and its ``fdp_meta`` rows (schema version, audit head, ledger id), in ``conn``'s transaction."""
+    _metadata.create_all(conn)
+    conn.execute(sa.insert(_meta).values(key="schema_version", value=str(SCHEMA_VERSION)))
+    conn.execute(sa.insert(_meta).values(key="audit_head", value=f"0:{GENESIS}"))
+    conn.execute(sa.insert(_meta).values(key="ledger_id", value=str(uuid.uuid4())))
+
+
 def _transactional_ddl_engine(engine: Engine) -> Engine:
     """A second engine on ``engine``'s SQLite file whose transactions are ``BEGIN IMMEDIATE`` … ``COMMIT``, DDL included.
 
@@ -1600,6 +1648,10 @@ def _engine(url: str, *, read_only: bool = False) -> Engine:
         return sa.create_engine(parsed, pool_pre_ping=True)
     except (sa.exc.ArgumentError, ModuleNotFoundError) as exc:
         raise LedgerError(f"ledger URL ({parsed.render_as_string(hide_password=True)!r}) cannot be used: {exc}") from None
+
+
+class EmptyLedgerFileError(LedgerError):
+    """A SQLite ledger path holding an empty file, which fdp never leaves (it creates a ledger whole): refused by all."""
 
 
 class LedgerURLError(LedgerError):

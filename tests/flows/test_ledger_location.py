@@ -15,7 +15,7 @@ import pytest
 from fdp.flows.cli import main
 from flow_support import REPO, release
 
-from fdpcore.ledger import Ledger, LedgerURLError, state_dir
+from fdpcore.ledger import EmptyLedgerFileError, Ledger, LedgerURLError, state_dir
 
 EXAMPLE = REPO / "examples" / "electricity_mean.yaml"
 
@@ -44,6 +44,48 @@ def test_commands_that_write_refuse_a_mistyped_ledger_directory_with_exit_2(
     assert f"ledger directory {str(tmp_path / 'nope')!r} does not exist" in err and "check --ledger" in err
     assert not (tmp_path / "nope").exists() and not (tmp_path / "out" / "manifest.json").exists()
     assert not started
+
+
+def test_a_new_ledger_file_is_created_whole_and_an_emptied_one_is_refused_by_every_command(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Trial U, H1: a ledger cut to 0 bytes was taken for "no ledger yet": `budget show` exited 0 and a release started
+    a new budget in it, forgetting every charge. fdp now creates a ledger whole (schema in a hidden file, then linked
+    in), so an empty file is never its own and every command refuses it, before Prefect starts."""
+    path = tmp_path / "ledger.sqlite"
+    Ledger(f"sqlite:///{path}")
+    assert path.stat().st_size > 0 and [p.name for p in tmp_path.iterdir()] == ["ledger.sqlite"]  # no leftovers
+    path.write_bytes(b"")  # a `>` redirect, a failed restore
+    for read_only in (False, True):
+        with pytest.raises(EmptyLedgerFileError, match="is an empty file .*Restore the ledger from its backup"):
+            Ledger(f"sqlite:///{path}", read_only=read_only)
+    started = []
+    monkeypatch.setattr("fdp.flows.cli.start_temporary_server", lambda: started.append(1))
+    url = f"sqlite:///{path}"
+    for command in (["budget", "show"], ["audit", "verify"], ["budget", "set", "adelaide-electricity-monday",
+                    "--epsilon", "5"], ["release", str(EXAMPLE), "--release-id", "e-1", "--out", str(tmp_path / "out")]):
+        assert main([*command, "--ledger", url]) == 1, command
+        assert "is an empty file (0 bytes)" in capsys.readouterr().err
+    assert path.stat().st_size == 0 and not started and not (tmp_path / "out").exists()
+
+
+def test_a_release_is_refused_before_the_charge_when_the_ledger_disk_is_nearly_full(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Trial U, M2: with 32-64 KiB free the charge fitted and the record of the published outputs did not: epsilon
+    spent, nothing published. Below 16 MiB free a release is refused first (exit 1), before Prefect starts."""
+    import shutil as real
+
+    path = tmp_path / "ledger.sqlite"
+    Ledger(f"sqlite:///{path}")
+    before = path.read_bytes()
+    usage = real.disk_usage(tmp_path)
+    monkeypatch.setattr("fdp.flows.config.shutil.disk_usage", lambda _p: usage._replace(free=64 * 1024))
+    started = []
+    monkeypatch.setattr("fdp.flows.cli.start_temporary_server", lambda: started.append(1))
+    assert main(["release", str(EXAMPLE), "--release-id", "full-1", "--out", str(tmp_path / "out"),
+                 "--ledger", f"sqlite:///{path}"]) == 1
+    err = capsys.readouterr().err
+    assert "only 0.0625 MiB free where it lives" in err and "nothing was charged" in err
+    assert path.read_bytes() == before and not started and not (tmp_path / "out").exists()
 
 
 def test_a_release_that_creates_its_ledger_file_says_so_and_a_rerun_does_not(
