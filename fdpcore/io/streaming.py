@@ -48,7 +48,7 @@ from fdpcore.basis.grids import Grid
 from fdpcore.data.accumulate import CurveSums, DesignSums, accumulate_curves, quantisation_exponent
 from fdpcore.data.preprocess import align_long, centre_on_reference, clip_l2, rescale_long
 from fdpcore.errors import DataError, DomainError, OutOfMemoryError
-from fdpcore.io.tables import WRITTEN_TWO_WAYS, covariate_entry_error, id_key, memory_ran_out
+from fdpcore.io.tables import DIFFER_ONLY, WRITTEN_TWO_WAYS, covariate_entry_error, id_key, memory_ran_out
 
 __all__ = ["FilePartial", "StreamSpec", "combine_partials", "dataset_files", "ingest_file", "stream_dataset"]
 
@@ -204,8 +204,8 @@ def _check_id_keys(keys: dict[object, str], units: pa.Array, fname: str, col: st
     for text in pc.drop_null(pc.unique(units)).to_pylist():
         if keys.setdefault(id_key(text), text) != text:
             row = offset + int(pc.index(units, text).as_py()) + 1
-            raise DataError(f"{fname}: column {col!r} has a privacy-unit id at row {row} that differs from an earlier "
-                            f"row's only in surrounding spaces or in how a number is written: {WRITTEN_TWO_WAYS}")
+            raise DataError(f"{fname}: column {col!r} has a privacy-unit id at row {row} that, with an earlier row's, "
+                            f"{DIFFER_ONLY}: {WRITTEN_TWO_WAYS}")
 
 
 def combine_partials(partials: Iterable[FilePartial]) -> CurveSums:

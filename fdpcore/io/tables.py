@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -26,7 +27,7 @@ import pyarrow.parquet as pq
 from fdpcore._typing import AnyArray, NDArrayFloat
 from fdpcore.errors import DataError, OutOfMemoryError
 
-__all__ = ["LongTable", "check_id_variants", "count_units", "covariate_entry_error", "id_key", "read_long_table",
+__all__ = ["DIFFER_ONLY", "LongTable", "check_id_variants", "count_units", "covariate_entry_error", "id_key", "read_long_table",
            "read_unit_columns", "unit_count"]
 
 
@@ -296,14 +297,19 @@ def _missing_ids(col: pa.ChunkedArray, fname: str, name: str, what: str) -> None
 
 
 def id_key(text: str) -> object:
-    """The key under which text ids written two ways collide: surrounding spaces dropped, numbers compared as numbers.
+    """The key under which text ids written two ways collide: one Unicode form, spaces around dropped, numbers as numbers.
 
     ``"308"``, ``" 308"``, ``"308.0"``, ``"0308"`` and ``"3.08e2"`` share one key (an Excel round trip, a float
-    conversion, a lost leading zero: one unit written two ways); letter case is kept (``"ab"`` and ``"AB"`` differ).
+    conversion, a lost leading zero: one unit written two ways), and so do ids that differ only in Unicode form (trial
+    U: ``"José"`` composed and decomposed, ``"A1"`` and full-width ``"Ａ1"``, ``"ana"`` and ``"ana"`` with a zero-width
+    space): NFKC normalisation, invisible format characters removed. Letter case is kept (``"ab"`` and ``"AB"`` differ).
 
     >>> id_key(" 0308 ") == id_key("308.0") == id_key("3.08e2"), id_key("AB") == id_key("ab")
     (True, False)
+    >>> id_key("Jos\u00e9") == id_key("Jose\u0301"), id_key("A1") == id_key("\uff211"), id_key("ana") == id_key("ana\u200b")
+    (True, True, True)
     """
+    text = "".join(c for c in unicodedata.normalize("NFKC", text) if unicodedata.category(c) != "Cf")
     stripped = text.strip()
     try:
         number = Decimal(stripped)
@@ -313,7 +319,7 @@ def id_key(text: str) -> object:
 
 
 def check_id_variants(col: pa.ChunkedArray | pa.Array, fname: str, name: str, what: str = "privacy-unit id") -> None:
-    """Refuse text ids that differ only in surrounding spaces or in how a number is written (:func:`id_key`).
+    """Refuse text ids that differ only in surrounding spaces, in how a number is written or in Unicode form (:func:`id_key`).
 
     Trial P: a CSV whose rows say ``308`` and ``308.0`` for one subject was released as 36 units for 18 subjects, so
     each person was protected at 2 epsilon while the guarantee said epsilon. The distinct ids are compared (Arrow's
@@ -338,9 +344,13 @@ def check_id_variants(col: pa.ChunkedArray | pa.Array, fname: str, name: str, wh
     plain = pc.cast(col, t) if pa.types.is_dictionary(col.type) else col  # index() has no dictionary kernel
     rows = sorted(int(pc.index(plain, v).as_py()) + 1 for v in (a, b))
     more = f"; {len(clash)} such pairs in all" if len(clash) > 1 else ""
-    raise DataError(f"{fname}: column {name!r} has {what}s that differ only in surrounding spaces or in how a number is "
-                    f"written (rows {rows[0]} and {rows[1]}{more}): {WRITTEN_TWO_WAYS}")
+    raise DataError(f"{fname}: column {name!r} has {what}s that {DIFFER_ONLY} (rows {rows[0]} and {rows[1]}{more}): "
+                    f"{WRITTEN_TWO_WAYS}")
 
+
+#: How two ids refused as one unit written two ways may differ (:func:`id_key`).
+DIFFER_ONLY = ("differ only in surrounding spaces, in how a number is written or in Unicode form (accents composed or "
+               "decomposed, full-width or invisible characters)")
 
 #: Why ids written two ways are refused and what to do (every reader's message ends with it; no id is quoted).
 WRITTEN_TWO_WAYS = ("each is counted as a separate unit, so one unit written two ways would be released as two and "

@@ -356,3 +356,18 @@ def test_a_unit_written_two_ways_is_refused_by_row_and_distinct_ids_pass(units: 
     partner = j + 1 if j % 2 == 0 else j - 1
     assert f"(rows {min(j, partner) + 1} and {max(j, partner) + 1}" in message and "column 'id'" in message
     assert not any(r.strip() in message for r in rows if len(r.strip()) > 2)  # no id quoted
+
+
+@pytest.mark.parametrize("one,other", [("Jos\u00e9", "Jose\u0301"), ("A1", "\uff211"), ("ana", "ana\u200b"),
+                                       ("M\u00fcller", "Mu\u0308ller"), ("id 5", "id\u00a05")])
+def test_a_unit_written_in_two_unicode_forms_is_refused_and_different_letters_pass(one: str, other: str) -> None:
+    """Trial U, M3: 'José' composed and decomposed, 'A1' and full-width 'Ａ1', 'ana' with a zero-width space were three
+    extra privacy units (n 508 -> 511), so those people were protected at twice the stated epsilon."""
+    from fdpcore.io.tables import check_id_variants
+
+    ids = ["u0", one, "u1", other]
+    with pytest.raises(DataError, match=r"differ only in .*Unicode form .*\(rows 2 and 4\)") as info:
+        check_id_variants(pa.chunked_array([ids]), "f.csv", "id")
+    assert one not in str(info.value) and other not in str(info.value)  # no id quoted
+    check_id_variants(pa.chunked_array([["Jos\u00e9", "Jose", "ana", "Ana", "A1", "A2"]]), "f.csv", "id")  # distinct
+
