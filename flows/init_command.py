@@ -175,9 +175,10 @@ def init_config(  # noqa: PLR0913 - one argument per command-line option
                   f"#   value: [{value_offset!r}, {value_offset!r}]   # source value units at those times; never computed from this data",
                   "#   source: \"where the reference comes from\"   # published in the manifest (docs/summaries/mean.md)",
                   "# tuning: {signal_fraction: 0.5}   # PUBLIC prior size of the mean's deviation from value_offset (or r)",
-                  "#              # as a fraction of tau, for the default smoothing: 0.5, and 0.1 where tau is the a-priori",
-                  "#              # bound (n x epsilon too small to buy it); state 0.5 if the mean curve itself is far from a",
-                  "#              # constant level (growth with age) and you have no reference curve (docs/summaries/mean.md)"]
+                  "#              # as a fraction of tau, for the default smoothing: 0.5 x a bought tau; 0.1 where tau is the",
+                  "#              # a-priori bound (n x epsilon too small to buy it), i.e. a mean whose RMS distance from",
+                  "#              # value_offset is 0.1 x value_scale; state 0.5 only if you know it is half of value_scale",
+                  "#              # or more (growth curves spanning the range) and have no reference curve (docs/summaries/mean.md)"]
     if summary == "covariance":
         lines += ["mechanism: iclp_qr",
                   "centering:",

@@ -47,6 +47,7 @@ from fdpcore.errors import ConfigError
 from fdpcore.ledger import Ledger
 from fdpcore.noise.quantiles import PublicChoice
 from fdpcore.privacy.accounting import compose_pure
+from fdpcore.privacy.tuning import SIGNAL_DEFAULT_FORMULA
 from fdpcore.summaries.covariance import (
     covariance_surface,
     covariance_weights,
@@ -60,6 +61,13 @@ EIGEN_FILE = "eigenfunctions.parquet"
 
 
 @data_task(name="covariance-center")
+
+def _signal_record(plan: Any) -> dict[str, Any]:
+    """The ``risk_prior`` rule's public signal scale and the rule that set it (``tuning.risk.signal_default@1``)."""
+    if plan.tuning != "risk_prior":
+        return {}
+    return {"signal_fraction": plan.signal_fraction, "signal_fraction_formula": SIGNAL_DEFAULT_FORMULA}
+
 def covariance_center(config: CovarianceReleaseConfig, ledger_url: str) -> tuple[Any, dict[str, Any] | None]:
     """The public centre on the grid (rescaled units) and, for a private-mean centre, its ledger link.
 
@@ -242,7 +250,8 @@ def public_covariance_release(
                      "points": grid.grid_points.tolist()},
             "kernel": p.basis.kernel.as_dict(), "noise_kernel": "c (x) c (separable product, MATH.md §1.6)",
             "kernel_trace_normalized": True, "n_basis": p.basis.n_basis, "noised_coefficients": p.dimension,
-            "eta": p.eta, "psi": p.psi, "tuning": {"rule": p.tuning, "formula": p.tuning_formula, "beta": p.beta},
+            "eta": p.eta, "psi": p.psi, "tuning": {"rule": p.tuning, "formula": p.tuning_formula, "beta": p.beta,
+                                                  **_signal_record(p)},
             "centering": {"kind": center.kind, "reference": center.reference.model_dump() if center.reference else None,
                           "release_id": center.release_id,
                           "mode": "public centre, centred curves clipped to tau_c" if p.centering == "public"
@@ -270,7 +279,8 @@ def public_covariance_release(
         formulas=sorted({*p.formulas, "preprocess.align_linear@2",
                          *(("postprocess.cov.psd_projection@1",) if out.psd else ()),
                          *(("preprocess.quantise_lattice@1",) if config.engine.name != "memory" else ()),
-                         *(("accounting.pure.sequential@1",) if plan.link else ())}),
+                         *(("accounting.pure.sequential@1",) if plan.link else ()),
+                         *((SIGNAL_DEFAULT_FORMULA,) if p.tuning == "risk_prior" else ())}),
         outputs=[{"path": name, "sha256": hashlib.sha256(data).hexdigest()}  # type: ignore[misc]
                  for name, data in ((_publish.RELEASE_FILE, surface_pq), (EIGEN_FILE, eig_pq), (_publish.PLOT_FILE, png))],
         provenance=prov,  # type: ignore[arg-type]

@@ -51,6 +51,7 @@ from fdpcore.privacy.tuning import (
     DEFAULT_SIGNAL_FRACTION,
     PSS_RULES,
     RISK_RULES,
+    default_signal_fraction,
     prior_sq_bias,
     pss_iclp_qr,
     risk_prior_search,
@@ -337,14 +338,16 @@ def plan_covariance_release(
     psi: float | None = None,
     tuning: str | None = None,
     secure: bool = True,
-    signal_fraction: float = DEFAULT_SIGNAL_FRACTION,
+    signal_fraction: float | None = None,
     public_choices: tuple[PublicChoice, ...] = (),
 ) -> CovariancePlan:
     """Fix the noise of a covariance release from public inputs only (MATH.md §6).
 
     ``eta`` and ``psi`` are fixed together, or chosen by a rule: the default ``risk_prior``
     (:func:`fdpcore.privacy.tuning.risk_prior_search` on the product eigenvalues ``lambda_j lambda_l`` with the
-    release's expected noise; prior signal ``signal_fraction * tau^2``, the bound of ``||K||_HS``), whose
+    release's expected noise; prior signal ``signal_fraction * tau^2``, the bound of ``||K||_HS``; unset,
+    ``signal_fraction`` is :func:`fdpcore.privacy.tuning.default_signal_fraction`: 0.1 where ``tau: auto`` fell back
+    to its a-priori bound, else 0.5), whose
     error falls as epsilon grows, or a PSS rule of ICLP-QR (:data:`fdpcore.privacy.tuning.PSS_RULES`) with the 1-D
     kernel's decay rate. ``public_choices`` (``tau: auto``) are parts of ``epsilon`` paid before the surface,
     whose noise and rule use the rest (:attr:`CovariancePlan.epsilon_mechanism`); ``tau`` is then the value they
@@ -374,6 +377,9 @@ def plan_covariance_release(
     tau = _validate.positive_finite("tau", tau)
     total = _validate.positive_finite("epsilon", epsilon)
     epsilon = epsilon_after_choices(total, tuple(public_choices))  # the surface's own part
+    if signal_fraction is None:  # tuning.risk.signal_default@1
+        signal_fraction = default_signal_fraction(any(c.name == "tau" and c.a_priori for c in public_choices))
+    fraction = _validate.positive_finite("signal_fraction", signal_fraction, privacy=False)
 
     def risk(basis: Eigenbasis) -> tuple[NDArrayFloat, Callable[[float, float], float], float]:
         lam = basis.eigenvalues
@@ -384,7 +390,7 @@ def plan_covariance_release(
                  else covariance_sample_mean_sensitivity(lam, eta=e, psi=p, tau=1.0, n=n))
             return 2.0 * d * d * float(lam.sum()) ** 2 / epsilon**2
 
-        return lam * lam, noise_sq, signal_fraction  # prior: K = s C / tr C, diagonal in the eigenbasis
+        return lam * lam, noise_sq, fraction  # prior: K = s C / tr C, diagonal in the eigenbasis
 
     basis, beta, eta, psi, rule, rule_formula = qr_regularisation(grid, kernel, n=n, epsilon=epsilon, eta=eta, psi=psi,
                                                                    tuning=tuning, risk=risk)
@@ -396,7 +402,7 @@ def plan_covariance_release(
     d = basis.n_basis * (basis.n_basis + 1) // 2
     cal = calibrate_iclp(sens, epsilon, n_basis=d, secure=secure)
     return CovariancePlan(basis, n, centering, tau, total, eta, psi, rule, rule_formula, beta, sens,
-                          CENTERINGS[centering], cal, tuple(public_choices), signal_fraction)
+                          CENTERINGS[centering], cal, tuple(public_choices), fraction)
 
 
 def summarise_covariance(clipped_records: ArrayLike, plan: CovariancePlan) -> NDArrayFloat:
@@ -540,7 +546,7 @@ def release_covariance(
     draws: int = 1,
     secure: bool = True,
     rng: np.random.Generator | None = None,
-    signal_fraction: float = DEFAULT_SIGNAL_FRACTION,
+    signal_fraction: float | None = None,
     tau_share: float = DEFAULT_TAU_SHARE,
     tau_range: tuple[float, float] | None = None,
 ) -> CovarianceRelease:
@@ -568,7 +574,9 @@ def release_covariance(
         draws: independent draws, each a separate ``epsilon``-DP release.
         secure: OpenDP samplers; ``False`` uses NumPy (simulations only).
         rng: generator for ``secure=False``.
-        signal_fraction: prior signal scale of the default ``risk_prior`` rule as a fraction of ``tau^2``.
+        signal_fraction: prior signal scale of the default ``risk_prior`` rule as a fraction of ``tau^2``; default
+            :func:`fdpcore.privacy.tuning.default_signal_fraction` (0.5, or 0.1 where ``tau: "auto"`` falls back to
+            its a-priori bound).
         tau_share: share of ``epsilon`` that buys ``tau="auto"`` (raised for small ``n``:
             :func:`fdpcore.noise.quantiles.choice_epsilon`).
         tau_range: the range of the candidate grid of ``tau="auto"``.

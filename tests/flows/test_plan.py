@@ -524,7 +524,9 @@ def test_a_mean_row_at_the_a_priori_tau_assumes_a_tenth_of_it_and_says_so(tmp_pa
     assert main(["plan", str(cfg), "--epsilon", "0.05", "--epsilon", "1"]) == 0
     line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.strip().startswith("tuning at epsilon"))
     assert line.strip().startswith("tuning at epsilon 0.05: with tau at that bound the smoothing assumes a mean of norm "
-                                   "0.1 x tau") and "state tuning.signal_fraction: 0.5 a priori" in line
+                                   "0.1 x tau, i.e. a mean curve whose root mean square distance from value_offset is 0.1 "
+                                   "x value_scale")
+    assert "about half of value_scale from value_offset or more" in line and "tuning.signal_fraction: 0.5" in line
     stated = write_config(tmp_path, REPO / "examples" / "electricity_mean_auto.yaml", tuning={"signal_fraction": 0.5})
     stated_rows = plan_report(stated, [0.05], None)["rows"]
     assert stated_rows[0]["tuning"]["signal_fraction"] == 0.5 and stated_rows[0]["tuning"]["psi"] < rows[0]["tuning"]["psi"]
