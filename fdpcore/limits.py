@@ -29,9 +29,14 @@ __all__ = [
     "MAX_GRID_POINTS",
     "MAX_LIST_LENGTH",
     "MAX_TEXT_LENGTH",
+    "MIN_EPSILON",
     "check_id",
     "shown",
 ]
+
+#: Smallest epsilon of a release (trial U, L1: 1e-300 underflowed epsilon^2 to 0 and ended in "a bug in fdp"). A release
+#: at 1e-9 is already pure noise at any n a machine holds; the bound keeps every formula's arithmetic in range.
+MIN_EPSILON = 1e-9
 
 #: Longest release id, dataset id or series name (characters).
 ID_MAX_LENGTH = 128

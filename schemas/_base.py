@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import types
 from typing import Annotated, Any, Final, Literal, Union, get_args, get_origin
 
@@ -29,8 +30,17 @@ class Frozen(BaseModel):
         field = cls.model_fields.get(info.field_name or "")
         if field is not None and isinstance(value, (bool, str)) and _refuses(value, field.annotation):
             kind = "a boolean" if isinstance(value, bool) else "text"
-            raise ValueError(f"({value!r}) must be a number, not {kind}")
+            hint = ""
+            if isinstance(value, str) and re.fullmatch(r"[+-]?\d+[eE][+-]?\d+", value.strip()):
+                hint = f" (YAML reads an exponent without a decimal point as text: write {_with_point(value.strip())})"
+            raise ValueError(f"({value!r}) must be a number, not {kind}{hint}")
         return value
+
+
+def _with_point(text: str) -> str:
+    """``1e-3`` as YAML reads a number: ``1.0e-3`` (trial U, L1)."""
+    mantissa, exponent = re.split("[eE]", text)
+    return f"{mantissa}.0e{exponent}"
 
 
 class Internal(BaseModel):

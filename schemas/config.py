@@ -12,7 +12,7 @@ from pydantic import Field, field_validator, model_validator
 from fdpcore.basis.grids import make_grid
 from fdpcore.basis.kernels import kernel_spec
 from fdpcore.errors import DomainError
-from fdpcore.limits import ID_MAX_LENGTH, ID_PATTERN, MAX_GRID_POINTS
+from fdpcore.limits import ID_MAX_LENGTH, ID_PATTERN, MAX_GRID_POINTS, MIN_EPSILON
 from fdpcore.noise.quantiles import CENTRE_CANDIDATES, DEFAULT_CENTRE_SHARE, DEFAULT_TAU_SHARE
 from fdpcore.privacy.tuning import DEFAULT_RULES, PSS_RULES_BY_ESTIMATOR
 from fdpcore.summaries.fpca import reference_on_grid
@@ -263,11 +263,19 @@ class TuningSpec(Frozen):
 class PrivacySpec(Frozen):
     """The privacy cost of this release."""
 
-    epsilon: PositiveFloat = Field(description="epsilon of this release")
+    epsilon: PositiveFloat = Field(description=f"epsilon of this release (at least {MIN_EPSILON:g}: smaller is pure noise)")
     delta: float = Field(0.0, ge=0, lt=1, description="delta of this release (0 for pure DP)")
     calibration: Literal["analytic", "classical"] = Field(
         "analytic", description="gp only: analytic Gaussian (any epsilon) or classical sqrt(2 log(2/delta)) (epsilon <= 1)"
     )
+
+    @field_validator("epsilon")
+    @classmethod
+    def _not_vanishing(cls, v: float) -> float:
+        if v < MIN_EPSILON:  # trial U, L1: 1e-300 underflowed epsilon^2 and ended in "a bug in fdp"
+            raise ValueError(f"must be at least {MIN_EPSILON:g}: a smaller epsilon releases pure noise (and underflows "
+                             "fdp's arithmetic)")
+        return v
 
 
 class BudgetSpec(Frozen):

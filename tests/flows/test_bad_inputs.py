@@ -139,6 +139,7 @@ ROWS: list[tuple[str, Builder, int, list[str]]] = [
     ("config-summary-list", lambda d: {"summary": ["mean"]}, 2, ["summary", "must be one of"]),
     ("config-epsilon-zero", lambda d: {"privacy.epsilon": 0}, 2, ["privacy.epsilon", "greater than 0"]),
     ("config-epsilon-negative", lambda d: {"privacy.epsilon": -1.0}, 2, ["privacy.epsilon", "greater than 0"]),
+    ("config-epsilon-vanishing", lambda d: {"privacy.epsilon": 1e-300}, 2, ["privacy.epsilon", "must be at least 1e-09"]),
     ("config-epsilon-nan", lambda d: {"privacy.epsilon": float("nan")}, 2, ["privacy.epsilon", "finite number"]),
     ("config-epsilon-inf", lambda d: {"privacy.epsilon": float("inf")}, 2, ["privacy.epsilon", "finite number"]),
     ("config-delta-one", lambda d: {"privacy.delta": 1.0}, 2, ["privacy.delta", "less than 1"]),

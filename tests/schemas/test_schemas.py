@@ -31,6 +31,8 @@ def test_example_config_round_trips_through_json() -> None:
         (("privacy", "epsilon"), 0, "privacy.epsilon"),
         (("privacy", "epsilon"), True, "not a boolean"),
         (("privacy", "epsilon"), "1", "not text"),
+        (("privacy", "epsilon"), "1e-3", r"not text \(YAML reads an exponent without a decimal point as text: write 1.0e-3\)"),
+        (("privacy", "epsilon"), 1e-300, "must be at least 1e-09"),
         (("clipping", "tau"), "0.5", "not text"),
         (("grid", "size"), 10**6, "grid.size"),
         (("privacy", "delta"), 1.0, "privacy.delta"),
