@@ -968,7 +968,7 @@ class Ledger:
             if release_id is not None:
                 q = q.where(_audit.c.release_id == release_id)
             rows = conn.execute(q).mappings().all()
-        return [{**dict(r), "payload": json.loads(r["payload"])} for r in rows]
+        return [{**dict(r), "payload": _payload(r["payload"])} for r in rows]
 
     def verify(self) -> list[str]:
         """Recompute the hash chain and replay it against the current tables.
@@ -1213,6 +1213,12 @@ def _check_late(dataset_id: str, policy: _Policy, label: str, since: str) -> Non
     """Refuse a period before the month the dataset's policy was set, or more than ``policy.late`` periods before the current one: a past period's allowance cannot be spent after the fact."""
     now = current_period()
     if label < since:
+        if since > now:  # trial U, M4: a clock that ran ahead dated the policy in the future; now nothing could run
+            raise ConfigError(
+                f"the budget policy of dataset {dataset_id!r} is dated {since}, after the current period {now} by this "
+                "machine's clock: it was set while a clock ran ahead (or this clock was set back since). No period can "
+                f"be charged until {since}; once the clock is right, `fdp budget set {dataset_id} …` with the current "
+                "values starts a policy in force now (`fdp audit list` shows the future-dated entries)")
         raise ConfigError(
             f"period ({label!r}) is before the budget policy of dataset {dataset_id!r}, in force since {since}; "
             f"a release can be charged to {since} or later")
@@ -1558,7 +1564,24 @@ def _same_release(conn: Connection, release_id: str, dataset_id: str, config_sha
             "shows the entry, `fdp audit config-hash CONFIG` a config's hash); choose a new --release-id")
     return record
 
+def _payload(text: str) -> dict[str, Any]:
+    """An audit entry's payload; a damaged one (not JSON: trial U, M1) is marked, for `audit verify` names the entry."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return {"damaged": "the stored payload is not valid JSON; `fdp audit verify` names the entry"}
+    return value if isinstance(value, dict) else {"damaged": "the stored payload is not a JSON object"}
+
+
 def _record(row: Any) -> ReleaseRecord:
+    try:
+        return _decoded_record(row)
+    except json.JSONDecodeError:
+        raise LedgerError(f"release {row['release_id']!r}: its ledger row is damaged (a stored field is not valid "
+                          "JSON); run `fdp audit verify`, and restore the ledger from its backup") from None
+
+
+def _decoded_record(row: Any) -> ReleaseRecord:
     return ReleaseRecord(
         release_id=row["release_id"], dataset_id=row["dataset_id"], state=row["state"],
         epsilon=float(row["epsilon"]), delta=float(row["delta"]), config_sha256=row["config_sha256"],

@@ -309,3 +309,20 @@ def test_budget_show_json_works_on_a_ledger_whose_period_overspent_its_allowance
     doc = PrivacyBudget.model_validate(led.budgets("d")[0].as_dict())
     assert doc.current_period is not None and doc.current_period.remaining is not None
     assert doc.current_period.remaining.epsilon == -1.0
+
+
+def test_a_policy_dated_by_a_clock_that_ran_ahead_is_named_as_such(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Trial U, M4: a policy set while the clock was in next month locked the dataset with two contradictory refusals
+    ("charge that month or later" / "no later period than the current one"); the refusal now names the cause."""
+    led, _ = _ledger(tmp_path)
+    now = current_period()
+    year, month = (int(x) for x in now.split("-"))
+    ahead = f"{year + month // 12}-{month % 12 + 1:02d}"
+    with monkeypatch.context() as m:
+        m.setattr(ledger_store, "_now", lambda: f"{ahead}-01T00:00:05.000000+00:00")
+        led.set_budget("d", 12.0, period="month", epsilon_per_period=1.0, delta_per_period=0.0)
+    with pytest.raises(ConfigError, match=rf"is dated {ahead}, after the current period {now} by this machine's clock"):
+        led.reserve(release_id="a", dataset_id="d", epsilon=0.5, delta=0.0, period=now, **KW)
+    led.set_budget("d", 12.0, period="month", epsilon_per_period=1.0, delta_per_period=0.0)  # the named way out
+    led.reserve(release_id="a", dataset_id="d", epsilon=0.5, delta=0.0, period=now, **KW)
+    assert led.verify() == []

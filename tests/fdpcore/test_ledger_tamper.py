@@ -302,3 +302,20 @@ def test_a_forged_key_registration_is_reported(ledger_url: str) -> None:
     _set_payload(led, 1, public_key="11" * 32)
     _rehash(led, head=True)
     assert led.verify() == ["audit entry 1: key registration is not signed by its key for this ledger (forged)"]
+
+
+def test_a_payload_or_row_that_is_no_longer_json_is_named_not_a_crash(ledger_url: str) -> None:
+    """Trial U, M1: one flipped byte inside an audit payload made `audit verify` and `audit list` end in "unexpected
+    JSONDecodeError ... a bug in fdp". The entry is now named (hash mismatch) and listed as damaged; a release row whose
+    stored JSON is damaged is refused with the release named."""
+    led = Ledger(ledger_url)
+    led.set_budget("ds", 10.0)
+    _release(led, "r1")
+    _sql(led, "UPDATE fdp_audit SET payload = '{\"epsilon\": ' WHERE seq = 3")
+    assert any(p.startswith("audit entry 3: content does not match its hash") for p in led.verify())
+    assert led.check_evidence([]) == []
+    damaged = [e for e in led.audit_events() if e["seq"] == 3]
+    assert damaged[0]["payload"] == {"damaged": "the stored payload is not valid JSON; `fdp audit verify` names the entry"}
+    _sql(led, "UPDATE fdp_releases SET budget_splits = '[' WHERE release_id = 'r1'")
+    with pytest.raises(LedgerError, match="release 'r1': its ledger row is damaged .*restore the ledger from its backup"):
+        led.releases()
