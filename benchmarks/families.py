@@ -150,6 +150,24 @@ def decompose(cell: str, seed: int) -> None:
               f" x the oracle, best (eta, psi) {best / oracle:.2f} x")
 
 
+def signal_cell(data: Data, eps: float, fractions: tuple[float, ...]) -> tuple[bool, list[float]]:
+    """Whether the default's tau is a priori, and its exact expected error / oracle per prior signal scale.
+
+    The default's tau: the level's norm quantile with the split's remaining epsilon, or the a-priori bound with the
+    whole epsilon (no draws).
+    """
+    n = data.curves.shape[0]
+    (choice,) = auto_public_choices(data.grid, data.kernel, n=n, epsilon=eps, tau_auto=True)
+    tau, rest = ((float(data.fixed_tau or 1.0), eps) if choice.a_priori else
+                 (float(np.quantile(record_norms(data.curves, data.grid.weights), choice.alpha)), eps - choice.epsilon))
+    oracle = math.sqrt(oracle_choice(data, eps)[2])
+    ratios = []
+    for s in fractions:
+        plan = plan_mean_release(data.grid, data.kernel, n=n, tau=tau, epsilon=rest, signal_fraction=s, secure=False)
+        ratios.append(expected_error(data, rest, tau, plan.eta, plan.psi) / oracle)
+    return choice.a_priori, ratios
+
+
 def signal_rows(fractions: tuple[float, ...], ns: tuple[int, ...], epsilons: tuple[float, ...],
                 seed: int) -> tuple[list[list[str]], list[list[str]]]:
     """Exact expected error / oracle at the default's tau level and split, per prior signal scale (no draws)."""
@@ -157,22 +175,12 @@ def signal_rows(fractions: tuple[float, ...], ns: tuple[int, ...], epsilons: tup
     ratios: dict[float, list[float]] = {s: [] for s in fractions}
     out = []
     for data in sets:
-        n = data.curves.shape[0]
-        norms = record_norms(data.curves, data.grid.weights)
         cells = []
         for eps in epsilons:
-            (choice,) = auto_public_choices(data.grid, data.kernel, n=n, epsilon=eps, tau_auto=True)
-            tau, rest = ((float(data.fixed_tau or 1.0), eps) if choice.a_priori
-                         else (float(np.quantile(norms, choice.alpha)), eps - choice.epsilon))
-            oracle = math.sqrt(oracle_choice(data, eps)[2])
-            cell = []
-            for s in fractions:
-                plan = plan_mean_release(data.grid, data.kernel, n=n, tau=tau, epsilon=rest, signal_fraction=s,
-                                         secure=False)
-                ratio = expected_error(data, rest, tau, plan.eta, plan.psi) / oracle
+            _, cell = signal_cell(data, eps, fractions)
+            for s, ratio in zip(fractions, cell, strict=True):
                 ratios[s].append(ratio)
-                cell.append(f"{ratio:.2f}")
-            cells.append(" / ".join(cell))
+            cells.append(" / ".join(f"{r:.2f}" for r in cell))
         out.append([data.name, *cells])
     summary = []
     for s, v in ratios.items():

@@ -38,13 +38,11 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from families import expected_error  # noqa: E402  (sibling scripts, not a package)
-from utility import Data, mean_rows, offset_only_rmse, oracle_choice, table  # noqa: E402
+from families import signal_cell  # noqa: E402  (sibling scripts, not a package)
+from utility import Data, mean_rows, offset_only_rmse, table  # noqa: E402
 
 from fdpcore.basis.grids import midpoint_grid  # noqa: E402
-from fdpcore.noise.quantiles import record_norms  # noqa: E402
 from fdpcore.summaries.covariance import release_covariance  # noqa: E402
-from fdpcore.summaries.mean import auto_public_choices, plan_mean_release  # noqa: E402
 
 #: Where the data packages are installed (``pip install --target``), outside the venv.
 DEPS = Path(__file__).resolve().parent.parent / ".heldout-deps"
@@ -129,23 +127,12 @@ def signal_rows(sets: list[Data], fractions: tuple[float, ...], epsilons: tuple[
     regimes: dict[str, dict[float, list[float]]] = {"a priori": {s: [] for s in fractions},
                                                     "bought": {s: [] for s in fractions}}
     for data in sets:
-        n = data.curves.shape[0]
-        norms = record_norms(data.curves, data.grid.weights)
         cells = []
         for eps in epsilons:
-            (choice,) = auto_public_choices(data.grid, data.kernel, n=n, epsilon=eps, tau_auto=True)
-            tau, rest = ((1.0, eps) if choice.a_priori
-                         else (float(np.quantile(norms, choice.alpha)), eps - choice.epsilon))
-            oracle = math.sqrt(oracle_choice(data, eps)[2])
-            regime = "a priori" if choice.a_priori else "bought"
-            cell = []
-            for s in fractions:
-                plan = plan_mean_release(data.grid, data.kernel, n=n, tau=tau, epsilon=rest, signal_fraction=s,
-                                         secure=False)
-                ratio = expected_error(data, rest, tau, plan.eta, plan.psi) / oracle
-                regimes[regime][s].append(ratio)
-                cell.append(f"{ratio:.2f}")
-            cells.append(("a: " if choice.a_priori else "") + " / ".join(cell))
+            a_priori, cell = signal_cell(data, eps, fractions)
+            for s, ratio in zip(fractions, cell, strict=True):
+                regimes["a priori" if a_priori else "bought"][s].append(ratio)
+            cells.append(("a: " if a_priori else "") + " / ".join(f"{r:.2f}" for r in cell))
         out.append([data.name, *cells])
     return out, regimes
 
