@@ -60,14 +60,14 @@ from fdpcore.summaries.covariance import (
 EIGEN_FILE = "eigenfunctions.parquet"
 
 
-@data_task(name="covariance-center")
-
 def _signal_record(plan: Any) -> dict[str, Any]:
     """The ``risk_prior`` rule's public signal scale and the rule that set it (``tuning.risk.signal_default@1``)."""
     if plan.tuning != "risk_prior":
         return {}
     return {"signal_fraction": plan.signal_fraction, "signal_fraction_formula": SIGNAL_DEFAULT_FORMULA}
 
+
+@data_task(name="covariance-center")
 def covariance_center(config: CovarianceReleaseConfig, ledger_url: str) -> tuple[Any, dict[str, Any] | None]:
     """The public centre on the grid (rescaled units) and, for a private-mean centre, its ledger link.
 

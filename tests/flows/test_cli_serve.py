@@ -177,7 +177,7 @@ def test_serve_with_its_prefect_server_down_says_to_start_one_not_to_unset_the_u
 
 
 @pytest.mark.parametrize("command", [["budget", "show"], ["calendar"]])
-@pytest.mark.parametrize("kind", ["missing", "empty-file", "empty-database"])
+@pytest.mark.parametrize("kind", ["missing", "empty-database"])
 def test_read_only_commands_on_no_ledger_say_so_and_create_nothing(
         command: list[str], kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "state" / "ledger.sqlite"
@@ -203,6 +203,19 @@ def test_read_only_commands_on_no_ledger_say_so_and_create_nothing(
         assert not path.exists()
     else:
         assert path.stat().st_size == before.st_size and path.stat().st_mtime_ns == before.st_mtime_ns
+
+
+@pytest.mark.parametrize("command", [["budget", "show"], ["calendar"]])
+def test_read_only_commands_refuse_an_empty_ledger_file_and_leave_it_as_it_is(
+        command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Trial U, H1: an empty file is not "no ledger yet" (fdp never leaves one): a ledger emptied by a redirect or a
+    failed restore must not look like a new one."""
+    path = tmp_path / "ledger.sqlite"
+    path.touch()
+    before = path.stat()
+    assert main([*command, "--ledger", f"sqlite:///{path}"]) == 1
+    assert "is an empty file (0 bytes)" in capsys.readouterr().err
+    assert path.stat().st_size == 0 and path.stat().st_mtime_ns == before.st_mtime_ns
 
 
 def test_read_only_commands_refuse_a_ledger_in_a_missing_directory_as_writing_ones_do(
