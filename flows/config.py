@@ -205,12 +205,13 @@ def precheck_budget(url: str, config: Any, release_id: str, period: str | None) 
         ReleaseConflictError: the id was used with another config.
     """
     path = sqlite_ledger_file(url)
-    if path is not None and not path.exists():
-        check_ledger_directory(str(path))  # a mistyped directory: exit 2 now, before Prefect starts (trial R)
-    if path is not None and path.parent.is_dir():
-        check_ledger_free_space(url, path)
-    if path is not None and not path.exists():
-        return
+    if path is not None:
+        if not path.exists():
+            check_ledger_directory(str(path))  # a mistyped directory: exit 2 now, before Prefect starts (trial R)
+        if path.parent.is_dir():  # (fdp's own state directory is made by the first charge)
+            check_ledger_free_space(url, path)
+        if not path.exists():
+            return
     try:
         ledger = Ledger(url, read_only=True)
     except EmptyLedgerFileError:

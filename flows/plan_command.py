@@ -388,7 +388,7 @@ def print_plan(report: dict[str, Any]) -> None:
                  "that figure times " + ("the square of " if report["summary"] in ("covariance", "fpca") else "")
                  + "the tau they release (usually well below 1), so two rows with the same figure are not the same "
                  "accuracy" if len(fixed) < len([r for r in report["rows"] if "error" not in r]) else ""))
-        signal = a_priori_signal_text(fixed, report["rows"])
+        signal = a_priori_signal_text(report["summary"], fixed, report["rows"])
         if signal is not None:
             print(f"  {signal}")
     floors = [(r["epsilon"], r["tuning"]["safe_inverse_floor"]) for r in report["rows"]

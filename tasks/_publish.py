@@ -125,6 +125,18 @@ def released_value_offset(config: ReleaseConfig, plan: MeanPlan) -> float:
     return config.dataset.value_offset
 
 
+def signal_record(plan: Any, *, stated: bool) -> dict[str, Any]:
+    """A ``risk_prior`` plan's public signal scale for the manifest, with ``tuning.risk.signal_default@1`` unless stated."""
+    if plan.tuning != "risk_prior":
+        return {}
+    return {"signal_fraction": plan.signal_fraction, **({} if stated else {"signal_fraction_formula": SIGNAL_DEFAULT_FORMULA})}
+
+
+def signal_formulas(tuning: dict[str, Any]) -> tuple[str, ...]:
+    """The formula a manifest's ``tuning`` record cites for its signal scale (none when the config stated it)."""
+    return (tuning["signal_fraction_formula"],) if "signal_fraction_formula" in tuning else ()
+
+
 def public_release(
     release_id: str, config: ReleaseConfig, plan: MeanPlan, values: Any, provenance: dict[str, Any]
 ) -> dict[str, Any]:
@@ -185,10 +197,7 @@ def public_release(
         parameters.update(calibration=plan.gp_calibration, rho=plan.rho)
     if plan.public_choices:  # bought with budget: private outputs, published with their splits
         parameters["public_choices"] = [c.as_manifest() for c in plan.public_choices]
-    if plan.tuning == "risk_prior":  # the prior's public signal scale, and the rule that set it when the config did not
-        parameters["tuning"]["signal_fraction"] = plan.signal_fraction
-        if config.tuning.signal_fraction is None:
-            parameters["tuning"]["signal_fraction_formula"] = SIGNAL_DEFAULT_FORMULA
+    parameters["tuning"].update(signal_record(plan, stated=config.tuning.signal_fraction is not None))
     if plan.selection is not None:
         sel = plan.selection
         parameters["selection"] = {
@@ -230,7 +239,7 @@ def public_release(
         },
         formulas=sorted({*plan.formulas, "preprocess.align_linear@2",
                          *(("preprocess.quantise_lattice@1",) if config.engine.name != "memory" else ()),
-                         *((SIGNAL_DEFAULT_FORMULA,) if "signal_fraction_formula" in parameters["tuning"] else ())}),
+                         *signal_formulas(parameters["tuning"])}),
         outputs=[{"path": name, "sha256": hashlib.sha256(data).hexdigest()}
                  for name, data in ((RELEASE_FILE, parquet), (PLOT_FILE, png))],
         provenance=provenance,

@@ -47,7 +47,6 @@ from fdpcore.errors import ConfigError
 from fdpcore.ledger import Ledger
 from fdpcore.noise.quantiles import PublicChoice
 from fdpcore.privacy.accounting import compose_pure
-from fdpcore.privacy.tuning import SIGNAL_DEFAULT_FORMULA
 from fdpcore.summaries.covariance import (
     covariance_surface,
     covariance_weights,
@@ -58,13 +57,6 @@ from fdpcore.summaries.covariance import (
 )
 
 EIGEN_FILE = "eigenfunctions.parquet"
-
-
-def _signal_record(plan: Any) -> dict[str, Any]:
-    """The ``risk_prior`` rule's public signal scale and the rule that set it (``tuning.risk.signal_default@1``)."""
-    if plan.tuning != "risk_prior":
-        return {}
-    return {"signal_fraction": plan.signal_fraction, "signal_fraction_formula": SIGNAL_DEFAULT_FORMULA}
 
 
 @data_task(name="covariance-center")
@@ -251,7 +243,7 @@ def public_covariance_release(
             "kernel": p.basis.kernel.as_dict(), "noise_kernel": "c (x) c (separable product, MATH.md §1.6)",
             "kernel_trace_normalized": True, "n_basis": p.basis.n_basis, "noised_coefficients": p.dimension,
             "eta": p.eta, "psi": p.psi, "tuning": {"rule": p.tuning, "formula": p.tuning_formula, "beta": p.beta,
-                                                  **_signal_record(p)},
+                                                  **_publish.signal_record(p, stated=False)},
             "centering": {"kind": center.kind, "reference": center.reference.model_dump() if center.reference else None,
                           "release_id": center.release_id,
                           "mode": "public centre, centred curves clipped to tau_c" if p.centering == "public"
@@ -280,7 +272,7 @@ def public_covariance_release(
                          *(("postprocess.cov.psd_projection@1",) if out.psd else ()),
                          *(("preprocess.quantise_lattice@1",) if config.engine.name != "memory" else ()),
                          *(("accounting.pure.sequential@1",) if plan.link else ()),
-                         *((SIGNAL_DEFAULT_FORMULA,) if p.tuning == "risk_prior" else ())}),
+                         *_publish.signal_formulas(_publish.signal_record(p, stated=False))}),
         outputs=[{"path": name, "sha256": hashlib.sha256(data).hexdigest()}  # type: ignore[misc]
                  for name, data in ((_publish.RELEASE_FILE, surface_pq), (EIGEN_FILE, eig_pq), (_publish.PLOT_FILE, png))],
         provenance=prov,  # type: ignore[arg-type]

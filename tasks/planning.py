@@ -750,9 +750,8 @@ class Accuracy:
 def _tuning(config: Any, plan: Any) -> dict[str, Any]:
     s = config.summary
     if s == "mean":
-        out = {"rule": plan.tuning, "formula": plan.tuning_formula, "eta": plan.eta, "psi": plan.psi}
-        if plan.tuning == "risk_prior":  # the prior's public signal scale (tuning.risk.signal_default@1 when unset)
-            out["signal_fraction"] = plan.signal_fraction
+        out = {"rule": plan.tuning, "formula": plan.tuning_formula, "eta": plan.eta, "psi": plan.psi,
+               **_signal(plan)}
         if plan.n_basis is not None:
             out["n_basis"] = plan.n_basis
         if plan.lattice_k is not None:
@@ -763,10 +762,7 @@ def _tuning(config: Any, plan: Any) -> dict[str, Any]:
                        selection_epsilon=sel.epsilon)
         return out
     if s == "covariance":
-        out = {"rule": plan.tuning, "formula": plan.tuning_formula, "eta": plan.eta, "psi": plan.psi}
-        if plan.tuning == "risk_prior":  # the prior's public signal scale (tuning.risk.signal_default@1)
-            out["signal_fraction"] = plan.signal_fraction
-        return out
+        return {"rule": plan.tuning, "formula": plan.tuning_formula, "eta": plan.eta, "psi": plan.psi, **_signal(plan)}
     if s == "fosr":
         return {"rule": plan.tuning, "formula": plan.tuning_formula, "eta": plan.eta, "psi": plan.psi,
                 "gamma": plan.gamma, "gamma_rule": plan.gamma_rule, "safe_inverse_floor": plan.floor}
@@ -776,7 +772,12 @@ def _tuning(config: Any, plan: Any) -> dict[str, Any]:
     return {k: v for k, v in plan.parameters.items() if isinstance(v, (int, float, str, bool)) or v is None}
 
 
-def a_priori_signal_text(epsilons: list[float], rows: list[dict[str, Any]]) -> str | None:
+def _signal(plan: Any) -> dict[str, float]:
+    """A ``risk_prior`` mean's or surface's public signal scale (``tuning.risk.signal_default@1`` when unset)."""
+    return {"signal_fraction": plan.signal_fraction} if plan.tuning == "risk_prior" else {}
+
+
+def a_priori_signal_text(summary: str, epsilons: list[float], rows: list[dict[str, Any]]) -> str | None:
     """``fdp plan``'s line on the smoothing where a mean's or surface's tau is the a-priori bound (``tuning.risk.signal_default@1``).
 
     ``epsilons``: the rows' epsilons at which tau is that bound. ``None`` unless such a row assumes a mean below half
@@ -787,19 +788,20 @@ def a_priori_signal_text(epsilons: list[float], rows: list[dict[str, Any]]) -> s
     if not small:
         return None
     fractions = " / ".join(f"{f:g}" for f in small)
+    surface = summary == "covariance"
     what = (f"a surface of size {fractions} x tau^2 (an RMS deviation from the centre of about sqrt({fractions}) x "
-            "value_scale)" if rows[0]["summary"] == "covariance" else
+            "value_scale)" if surface else
             f"a mean of norm {fractions} x tau, i.e. a mean curve whose root mean square distance from value_offset is "
             f"{fractions} x value_scale")
+    advice = ("" if surface else
+              "; only if you know a priori that the mean curve lies about half of value_scale from value_offset or "
+              f"more (growth curves spanning the whole range around one constant level) state tuning.signal_fraction: "
+              f"{DEFAULT_SIGNAL_FRACTION:g}, or better centre on a public reference curve (centering) — a larger value "
+              "than the mean's costs accuracy (trial W: 1.0 -> 3.0 x the oracle)")
     return (f"tuning at epsilon {', '.join(f'{e:g}' for e in epsilons)}: with tau at that bound the smoothing assumes "
             f"{what} (signal_fraction; by default {A_PRIORI_SIGNAL_FRACTION:g} there, {DEFAULT_SIGNAL_FRACTION:g} x the "
-            f"{'tau^2' if rows[0]['summary'] == 'covariance' else 'tau'} bought elsewhere: tuning.risk.signal_default@1), because the bound holds every value within "
-            "value_offset +- value_scale, not a typical record"
-            + ("" if rows[0]["summary"] == "covariance" else
-               "; only if you know a priori that the mean curve lies about half of value_scale from value_offset or "
-               f"more (growth curves spanning the whole range around one constant level) state tuning.signal_fraction: "
-               f"{DEFAULT_SIGNAL_FRACTION:g}, or better centre on a public reference curve (centering) — a larger value "
-               "than the mean's costs accuracy (trial W: 1.0 -> 3.0 x the oracle)"))
+            f"{'tau^2' if surface else 'tau'} bought elsewhere: tuning.risk.signal_default@1), because the bound holds "
+            f"every value within value_offset +- value_scale, not a typical record{advice}")
 
 
 def curve_error_text(summary: str, grid_domain: Any, time_domain: Any) -> str:

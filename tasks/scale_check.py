@@ -164,7 +164,8 @@ def _below_text(config: Any, scale: OutOfScale) -> str | None:
             f"the range, and the noise of any tau it buys is at least {scale.tau_min / median:.3g} x that of a tau at "
             f"the records' size ({scale.tau_max / median:.3g} x where n * epsilon is too small to buy tau and it is the "
             f"range's upper end, {scale.tau_max:g}: `fdp plan` marks those rows), so the release can be mostly noise "
-            f"while the plan's `relative` (over value_scale) looks small: is value_scale ({ds.value_scale:g}) in the units of {ds.value_column}, or far too generous? "
+            f"while the plan's `relative` (over value_scale) looks small: is value_scale ({ds.value_scale:g}) in the "
+            f"units of {ds.value_column}, or far too generous? "
             f"{_levers(config)}; or a lower clipping.tau_range")
 
 

@@ -441,9 +441,8 @@ class Ledger:
         temp = path.with_name(f".{path.name}.fdp-new-{uuid.uuid4().hex}")
         engine = _transactional_ddl_engine(sa.create_engine(f"sqlite:///{temp}"))
         try:
-            with engine.begin() as conn:
+            with engine.begin() as conn:  # NullPool: the connection is closed when the transaction ends
                 _create_schema(conn)
-            engine.dispose()
             try:
                 os.link(temp, path)
             except FileExistsError:

@@ -24,7 +24,7 @@ The draws are the library's, never hand-written; no seed exists to store.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import ClassVar, TypeVar
 
@@ -37,6 +37,7 @@ from fdpcore.basis.grids import Grid
 from fdpcore.data.preprocess import weighted_norms
 from fdpcore.errors import DomainError, InternalError, PrivacyParameterError
 from fdpcore.privacy.accounting import exact
+from fdpcore.privacy.tuning import default_signal_fraction
 
 __all__ = [
     "CENTRE_CANDIDATES",
@@ -68,6 +69,7 @@ __all__ = [
     "record_norms",
     "one_draw_with_auto",
     "plan_with_tau",
+    "prior_signal_fraction",
     "summary_tau_choice",
     "summary_tau_level",
     "tau_candidates",
@@ -673,6 +675,22 @@ def one_draw_with_auto(draws: int, name: str = "tau") -> None:
     if draws != 1:
         raise DomainError(f"draws ({draws!r}) must be 1 with {name}='auto': each draw is a separate release that would "
                           f"buy its own {name}; call the facade once per draw")
+
+
+def prior_signal_fraction(stated: float | None, choices: Sequence[PublicChoice]) -> float:
+    """The ``risk_prior`` signal scale a release uses: the one stated, else the default of its ``tau`` rule.
+
+    :func:`fdpcore.privacy.tuning.default_signal_fraction` (``tuning.risk.signal_default@1``): 0.1 where ``tau: auto``
+    fell back to its a-priori bound, 0.5 otherwise. Public inputs only.
+
+    >>> prior_signal_fraction(None, (a_priori_tau_choice((0.01, 1.0)),)), prior_signal_fraction(None, ())
+    (0.1, 0.5)
+    >>> prior_signal_fraction(0.3, (a_priori_tau_choice((0.01, 1.0)),))
+    0.3
+    """
+    if stated is not None:
+        return _validate.positive_finite("signal_fraction", stated, privacy=False)
+    return default_signal_fraction(any(c.name == "tau" and c.a_priori for c in choices))
 
 
 def plan_with_tau(

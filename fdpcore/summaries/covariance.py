@@ -46,12 +46,12 @@ from fdpcore.noise.quantiles import (
     choice_formulas,
     epsilon_after_choices,
     plan_with_tau,
+    prior_signal_fraction,
 )
 from fdpcore.privacy.tuning import (
     DEFAULT_SIGNAL_FRACTION,
     PSS_RULES,
     RISK_RULES,
-    default_signal_fraction,
     prior_sq_bias,
     pss_iclp_qr,
     risk_prior_search,
@@ -377,9 +377,7 @@ def plan_covariance_release(
     tau = _validate.positive_finite("tau", tau)
     total = _validate.positive_finite("epsilon", epsilon)
     epsilon = epsilon_after_choices(total, tuple(public_choices))  # the surface's own part
-    if signal_fraction is None:  # tuning.risk.signal_default@1
-        signal_fraction = default_signal_fraction(any(c.name == "tau" and c.a_priori for c in public_choices))
-    fraction = _validate.positive_finite("signal_fraction", signal_fraction, privacy=False)
+    fraction = prior_signal_fraction(signal_fraction, public_choices)  # tuning.risk.signal_default@1 when unset
 
     def risk(basis: Eigenbasis) -> tuple[NDArrayFloat, Callable[[float, float], float], float]:
         lam = basis.eigenvalues

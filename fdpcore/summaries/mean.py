@@ -68,6 +68,7 @@ from fdpcore.noise.quantiles import (
     draw_public_choice,
     epsilon_after_choices,
     one_draw_with_auto,
+    prior_signal_fraction,
     record_norms,
     tau_candidates,
     tau_choice,
@@ -92,7 +93,6 @@ from fdpcore.privacy.tuning import (
     PSS_RULES_BY_ESTIMATOR,
     RISK_RULES,
     PssChoice,
-    default_signal_fraction,
     prior_sq_bias,
     pss_mean,
     risk_prior_iclp_qr,
@@ -436,7 +436,7 @@ def plan_mean_release(
     ``"pcv"`` (not DP: needs ``non_private=True``). With ``dp_select``/``pcv`` the returned plan is
     pending until :func:`select_mean_parameters` runs. The default rule of ``iclp_qr`` and ``gp`` is
     ``risk_prior`` (:func:`fdpcore.privacy.tuning.risk_prior_iclp_qr`, with ``signal_fraction``; unset, it is
-    :func:`fdpcore.privacy.tuning.default_signal_fraction` of the choices). ``public_choices`` (``tau: auto``,
+    :func:`fdpcore.noise.quantiles.prior_signal_fraction` of the choices). ``public_choices`` (``tau: auto``,
     ``value_offset: auto``) are parts of ``epsilon`` paid before the tuning and the mean; ``tau`` is then the value
     they released.
 
@@ -481,9 +481,7 @@ def plan_mean_release(
         "fixed", None, beta, None, ESTIMATORS[estimator], None, PAPER_FORMULAS[estimator], None, None,
         gp_calibration=calibration if estimator == "gp" else None, non_private=False, secure=secure,
         public_choices=tuple(public_choices),
-        signal_fraction=(default_signal_fraction(any(c.name == "tau" and c.a_priori for c in public_choices))
-                         if signal_fraction is None
-                         else _validate.positive_finite("signal_fraction", signal_fraction, privacy=False)),
+        signal_fraction=prior_signal_fraction(signal_fraction, public_choices),
     )
     epsilon_rest = base.epsilon_available
     fixed = {"iclp_qr": eta, "gp": eta, "iclp_ar": eta, "frl": n_basis, "bernstein": lattice_k}[estimator]
