@@ -7,7 +7,9 @@ L2 error (source units, over ``--draws`` independent releases) of
   the DP quantile of the record norms, drawn afresh for every release), the default tuning rule
   ``risk_prior`` (``fdpcore.privacy.tuning.risk_prior_iclp_qr``) for the ICLP-QR mean; the public
   ``value_offset``/``value_scale`` are those of the shipped example configs (electricity) or a public
-  a-priori level (growth, below). With ``--offset-auto`` also ``value_offset: auto``.
+  a-priori level (growth, below). With ``--offset-auto`` also ``value_offset: auto``. Growth twice: with nothing
+  stated, and with ``tuning.signal_rms`` stated a priori from the public CDC reference (:func:`cdc_signal_rms`,
+  ``tuning.risk.signal_stated@1``), as docs/summaries/mean.md tells a user of such curves to write it.
 * **oracle** — NOT private, for reference only: ``tau`` = the largest record norm (no clipping bias),
   ``(eta, psi)`` the best pair on a grid (``eta`` in ``fdpcore.privacy.tuning.RISK_ETAS`` plus ``1 + 1/beta`` and
   ``1 + 2/beta``, ``psi = 10^(k/4)`` for ``k = -48..8``, up to ``risk_prior``'s largest 100), chosen by the exact expected error (squared
@@ -29,6 +31,7 @@ to check that the error falls as epsilon grows.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import time
 from dataclasses import dataclass
@@ -66,6 +69,7 @@ class Data:
     fixed_tau: float | None  # the example config's a-priori tau, if any
     offset_range: tuple[float, float]  # public range for value_offset: auto (source units)
     raw: np.ndarray  # n x K, source units
+    signal_rms: float | None = None  # tuning.signal_rms, stated a priori (None: the default's prior scale)
 
 
 def electricity() -> Data:
@@ -90,6 +94,26 @@ def growth() -> Data:
     raw = wide.to_numpy(float)
     return Data("growth (93 x 31)", (raw - 125.0) / 60.0, grid_from_nodes((ages - 1.0) / 17.0, (0.0, 1.0)),
                 {"name": "matern", "nu": 2.5, "rho": 0.3}, 125.0, 60.0, 1.0, (0.0, 250.0), raw)
+
+
+def cdc_signal_rms(offset: float = 125.0, scale: float = 60.0) -> float:
+    """``tuning.signal_rms`` for growth from public knowledge only, as docs/summaries/mean.md writes it.
+
+    The CDC 2000 median stature at ages 1-18 (the public reference of examples/growth_fosr.yaml, not these children):
+    its root-mean-square distance from ``offset`` over the ages (trapezoid), in units of ``scale``, to two decimals
+    as a user would write it (0.49).
+    """
+    ref = yaml.safe_load((ROOT / "examples/growth_fosr.yaml").read_text())["centering"]
+    t, v = np.asarray(ref["time"], float), np.asarray(ref["value"], float)
+    z = ((v - offset) / scale) ** 2
+    return round(math.sqrt(float(np.sum((z[1:] + z[:-1]) * np.diff(t)) / 2 / (t[-1] - t[0]))), 2)
+
+
+def growth_stated() -> Data:
+    """:func:`growth` with the mean's size stated a priori (``tuning.signal_rms`` = :func:`cdc_signal_rms`)."""
+    g = growth()
+    rms = cdc_signal_rms()
+    return dataclasses.replace(g, name=f"growth (93 x 31), signal_rms {rms:g} stated a priori (CDC)", signal_rms=rms)
 
 
 def _sq_err(values: np.ndarray, target: np.ndarray, grid: Grid) -> np.ndarray:
@@ -141,7 +165,8 @@ def mean_rows(data: Data, epsilons: tuple[float, ...], draws: int, offset_auto: 
         except PrivacyParameterError:  # n * epsilon too small for the DP quantile: the README's a-priori tau
             tau_mode = float(data.fixed_tau) if data.fixed_tau is not None else math.nan
         for i in range(draws):  # tau: auto is drawn afresh for every release
-            r = release_mean(x, grid, epsilon=eps, tau=tau_mode, kernel=data.kernel, secure=False, rng=rng)
+            r = release_mean(x, grid, epsilon=eps, tau=tau_mode, kernel=data.kernel, secure=False, rng=rng,
+                             signal_rms=data.signal_rms)
             sq[i] = _sq_err(r.values, xbar, grid)[0]
             taus[i] = r.plan.tau
         eta, psi, exact_sq = oracle_choice(data, eps)
@@ -259,7 +284,7 @@ def main() -> None:
     args = ap.parse_args()
     eps = tuple(args.epsilons)
     start = time.time()
-    for data in (electricity(), growth()):
+    for data in (electricity(), growth(), growth_stated()):
         headers = ["ε", "default RMSE", "default rel.", "oracle RMSE", "oracle rel.", "default / oracle",
                    "median τ", "oracle τ (max norm)", "oracle η, ψ", "old default rel."]
         if args.offset_auto:

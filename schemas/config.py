@@ -241,6 +241,12 @@ class TuningSpec(Frozen):
         "fraction of tau (default 0.5; 0.1 where tau: auto falls back to its a-priori bound, "
         "tuning.risk.signal_default@1)",
     )
+    signal_rms: PositiveFloat | None = Field(
+        None, description="rule 'risk_prior', summary mean (instead of signal_fraction): PUBLIC, known a priori — "
+        "the mean curve's root-mean-square distance over time_domain from value_offset (from the centering reference "
+        "curve where one is set), in units of value_scale; the prior's signal scale is then min(1, signal_rms x "
+        "sqrt(|T|) / tau) of whatever tau the release uses (tuning.risk.signal_stated@1)",
+    )
 
     @model_validator(mode="after")
     def _together(self) -> TuningSpec:
@@ -405,6 +411,12 @@ class ReleaseConfig(Frozen):
         if t.signal_fraction is not None and (fixed is not None or (t.rule or "risk_prior") != "risk_prior"
                                               or est not in ("iclp_qr", "gp")):
             raise ValueError("tuning.signal_fraction is only used by tuning.rule 'risk_prior' (iclp_qr, gp)")
+        if t.signal_rms is not None and (fixed is not None or (t.rule or "risk_prior") != "risk_prior"
+                                         or est not in ("iclp_qr", "gp")):
+            raise ValueError("tuning.signal_rms is only used by tuning.rule 'risk_prior' (iclp_qr, gp)")
+        if t.signal_rms is not None and t.signal_fraction is not None:
+            raise ValueError("tuning: state signal_rms (the mean's size, known a priori) or signal_fraction (a "
+                             "fraction of tau), not both")
         return self
 
 def series_name(config: Any) -> str:

@@ -36,7 +36,7 @@ from fdp.tasks.planning import (
 from fdpcore.data.preprocess import to_source_units
 from fdpcore.errors import DataError, InternalError
 from fdpcore.io.files import publish_directory
-from fdpcore.privacy.tuning import SIGNAL_DEFAULT_FORMULA
+from fdpcore.privacy.tuning import SIGNAL_DEFAULT_FORMULA, SIGNAL_STATED_FORMULA
 from fdpcore.summaries.mean import SENSITIVITY_NORMS, MeanPlan
 
 RELEASE_FILE = "release.parquet"
@@ -125,15 +125,22 @@ def released_value_offset(config: ReleaseConfig, plan: MeanPlan) -> float:
     return config.dataset.value_offset
 
 
-def signal_record(plan: Any, *, stated: bool) -> dict[str, Any]:
-    """A ``risk_prior`` plan's public signal scale for the manifest, with ``tuning.risk.signal_default@1`` unless stated."""
+def signal_record(plan: Any, *, stated: bool, signal_rms: float | None = None) -> dict[str, Any]:
+    """A ``risk_prior`` plan's public signal scale for the manifest, with the formula that made it unless stated.
+
+    ``stated``: the config gave ``signal_fraction``; ``signal_rms``: the config gave the mean's size, recorded with the
+    fraction of the released tau it made (``tuning.risk.signal_stated@1``); neither: ``tuning.risk.signal_default@1``.
+    """
     if plan.tuning != "risk_prior":
         return {}
+    if signal_rms is not None:
+        return {"signal_fraction": plan.signal_fraction, "signal_rms": signal_rms,
+                "signal_fraction_formula": SIGNAL_STATED_FORMULA}
     return {"signal_fraction": plan.signal_fraction, **({} if stated else {"signal_fraction_formula": SIGNAL_DEFAULT_FORMULA})}
 
 
 def signal_formulas(tuning: dict[str, Any]) -> tuple[str, ...]:
-    """The formula a manifest's ``tuning`` record cites for its signal scale (none when the config stated it)."""
+    """The formula a manifest's ``tuning`` record cites for its signal scale (none when the config stated the fraction)."""
     return (tuning["signal_fraction_formula"],) if "signal_fraction_formula" in tuning else ()
 
 
@@ -197,7 +204,8 @@ def public_release(
         parameters.update(calibration=plan.gp_calibration, rho=plan.rho)
     if plan.public_choices:  # bought with budget: private outputs, published with their splits
         parameters["public_choices"] = [c.as_manifest() for c in plan.public_choices]
-    parameters["tuning"].update(signal_record(plan, stated=config.tuning.signal_fraction is not None))
+    parameters["tuning"].update(signal_record(plan, stated=config.tuning.signal_fraction is not None,
+                                              signal_rms=config.tuning.signal_rms))
     if plan.selection is not None:
         sel = plan.selection
         parameters["selection"] = {

@@ -147,6 +147,7 @@ def _mean_kwargs(config: Any) -> dict[str, Any]:
         n_basis=t.n_basis, calibration=config.privacy.calibration, lattice_k=t.lattice_k,
         sup_clip=config.clipping.sup_clip, select_epsilon=t.select_epsilon, non_private=t.non_private,
         signal_fraction=t.signal_fraction,  # None: the default of the tau it gets (default_signal_fraction)
+        signal_rms=t.signal_rms,  # or a fraction of the tau it gets from the mean's stated size (signal_stated@1)
     )
 
 
@@ -752,6 +753,8 @@ def _tuning(config: Any, plan: Any) -> dict[str, Any]:
     if s == "mean":
         out = {"rule": plan.tuning, "formula": plan.tuning_formula, "eta": plan.eta, "psi": plan.psi,
                **_signal(plan)}
+        if config.tuning.signal_rms is not None and "signal_fraction" in out:  # the fraction at this row's tau
+            out["signal_rms"] = config.tuning.signal_rms
         if plan.n_basis is not None:
             out["n_basis"] = plan.n_basis
         if plan.lattice_k is not None:
@@ -781,9 +784,11 @@ def a_priori_signal_text(summary: str, epsilons: list[float], rows: list[dict[st
     """``fdp plan``'s line on the smoothing where a mean's or surface's tau is the a-priori bound (``tuning.risk.signal_default@1``).
 
     ``epsilons``: the rows' epsilons at which tau is that bound. ``None`` unless such a row assumes a mean below half
-    of tau (the default 0.1 there, or a stated smaller scale).
+    of tau (the default 0.1 there, or a stated smaller scale) and the config did not state the mean's size
+    (``signal_rms``: the user already said what the mean is).
     """
     small = sorted({r["tuning"]["signal_fraction"] for r in rows if r["epsilon"] in epsilons and "error" not in r
+                    and "signal_rms" not in r["tuning"]
                     and r["tuning"].get("signal_fraction", DEFAULT_SIGNAL_FRACTION) < DEFAULT_SIGNAL_FRACTION})
     if not small:
         return None
@@ -794,10 +799,10 @@ def a_priori_signal_text(summary: str, epsilons: list[float], rows: list[dict[st
             f"a mean of norm {fractions} x tau, i.e. a mean curve whose root mean square distance from value_offset is "
             f"{fractions} x value_scale")
     advice = ("" if surface else
-              "; only if you know a priori that the mean curve lies about half of value_scale from value_offset or "
-              f"more (growth curves spanning the whole range around one constant level) state tuning.signal_fraction: "
-              f"{DEFAULT_SIGNAL_FRACTION:g}, or better centre on a public reference curve (centering) — a larger value "
-              "than the mean's costs accuracy (trial W: 1.0 -> 3.0 x the oracle)")
+              "; if you know a priori how far the mean curve lies from value_offset (growth curves spanning the whole "
+              "range around one constant level: about half of value_scale), state it as tuning.signal_rms (that "
+              "root-mean-square distance in units of value_scale), or better centre on a public reference curve "
+              "(centering) — a larger value than the mean's costs accuracy (trial W: 1.0 -> 3.0 x the oracle)")
     return (f"tuning at epsilon {', '.join(f'{e:g}' for e in epsilons)}: with tau at that bound the smoothing assumes "
             f"{what} (signal_fraction; by default {A_PRIORI_SIGNAL_FRACTION:g} there, {DEFAULT_SIGNAL_FRACTION:g} x the "
             f"{'tau^2' if surface else 'tau'} bought elsewhere: tuning.risk.signal_default@1), because the bound holds "

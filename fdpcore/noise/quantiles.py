@@ -37,7 +37,7 @@ from fdpcore.basis.grids import Grid
 from fdpcore.data.preprocess import weighted_norms
 from fdpcore.errors import DomainError, InternalError, PrivacyParameterError
 from fdpcore.privacy.accounting import exact
-from fdpcore.privacy.tuning import default_signal_fraction
+from fdpcore.privacy.tuning import default_signal_fraction, stated_signal_fraction
 
 __all__ = [
     "CENTRE_CANDIDATES",
@@ -677,17 +677,30 @@ def one_draw_with_auto(draws: int, name: str = "tau") -> None:
                           f"buy its own {name}; call the facade once per draw")
 
 
-def prior_signal_fraction(stated: float | None, choices: Sequence[PublicChoice]) -> float:
-    """The ``risk_prior`` signal scale a release uses: the one stated, else the default of its ``tau`` rule.
+def prior_signal_fraction(stated: float | None, choices: Sequence[PublicChoice], *, signal_rms: float | None = None,
+                          tau: float | None = None, domain_length: float = 1.0) -> float:
+    """The ``risk_prior`` signal scale a release uses (a fraction of ``tau``): stated, derived, else its ``tau`` rule's default.
 
-    :func:`fdpcore.privacy.tuning.default_signal_fraction` (``tuning.risk.signal_default@1``): 0.1 where ``tau: auto``
+    ``stated``: the config's ``signal_fraction``. ``signal_rms``: the mean's RMS distance from the offset known a
+    priori, turned into a fraction of the release's ``tau`` by
+    :func:`fdpcore.privacy.tuning.stated_signal_fraction` (``tuning.risk.signal_stated@1``; needs ``tau``). Neither:
+    :func:`fdpcore.privacy.tuning.default_signal_fraction` (``tuning.risk.signal_default@1``), 0.1 where ``tau: auto``
     fell back to its a-priori bound, 0.5 otherwise. Public inputs only.
 
     >>> prior_signal_fraction(None, (a_priori_tau_choice((0.01, 1.0)),)), prior_signal_fraction(None, ())
     (0.1, 0.5)
     >>> prior_signal_fraction(0.3, (a_priori_tau_choice((0.01, 1.0)),))
     0.3
+    >>> prior_signal_fraction(None, (), signal_rms=0.4, tau=0.5)
+    0.8
     """
+    if signal_rms is not None:
+        if stated is not None:
+            raise DomainError("state tuning.signal_rms (the mean's size, known a priori) or tuning.signal_fraction "
+                              "(a fraction of tau), not both")
+        if tau is None:
+            raise InternalError("prior_signal_fraction: signal_rms needs the release's tau")
+        return stated_signal_fraction(signal_rms, tau=tau, domain_length=domain_length)
     if stated is not None:
         return _validate.positive_finite("signal_fraction", stated, privacy=False)
     return default_signal_fraction(any(c.name == "tau" and c.a_priori for c in choices))

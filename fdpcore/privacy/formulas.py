@@ -82,6 +82,7 @@ _ENTRIES = [
     Formula("tuning.risk.iclp_qr.prior@1", "fdpcore.privacy.tuning.risk_prior_iclp_qr", "§4.3, §5.1 (derived here)", "RULE"),
     Formula("tuning.risk.iclp_qr.prior@2", "fdpcore.privacy.tuning.risk_prior_iclp_qr", "§4.3, §5.1 (derived here)", "RULE"),
     Formula("tuning.risk.signal_default@1", "fdpcore.privacy.tuning.default_signal_fraction", "§5.1 (derived here)", "RULE"),
+    Formula("tuning.risk.signal_stated@1", "fdpcore.privacy.tuning.stated_signal_fraction", "§5.1 (derived here)", "RULE"),
     Formula("tuning.tau.dp_norm_quantile@1", "fdpcore.noise.quantiles.dp_quantile", "§1.7, §12.3 (derived here)", "EXACT"),
     Formula("tuning.tau.dp_norm_quantile@2", "fdpcore.noise.quantiles.dither_norms", "§1.7, §12.3 (derived here)", "EXACT"),
     # @1 (fall back to the a-priori tau whenever the floor exceeds half of epsilon) is superseded by @2 (half of

@@ -23,7 +23,9 @@ __all__ = [
     "DEFAULT_SIGNAL_FRACTION",
     "A_PRIORI_SIGNAL_FRACTION",
     "SIGNAL_DEFAULT_FORMULA",
+    "SIGNAL_STATED_FORMULA",
     "default_signal_fraction",
+    "stated_signal_fraction",
     "PSS_RULES",
     "RISK_ETAS",
     "MEAN_PRIOR_DECAY",
@@ -106,6 +108,32 @@ def default_signal_fraction(a_priori_tau: bool) -> float:
     (0.5, 0.1)
     """
     return A_PRIORI_SIGNAL_FRACTION if a_priori_tau else DEFAULT_SIGNAL_FRACTION
+
+
+#: The formula id of :func:`stated_signal_fraction` (recorded in a manifest whose config stated ``signal_rms``).
+SIGNAL_STATED_FORMULA = "tuning.risk.signal_stated@1"
+
+
+def stated_signal_fraction(signal_rms: float, *, tau: float, domain_length: float) -> float:
+    """The prior signal scale, as a fraction of ``tau``, of a mean whose size is known a priori (``tuning.risk.signal_stated@1``).
+
+    ``signal_rms`` is a PUBLIC statement about the mean curve: its root-mean-square distance from ``value_offset`` (or
+    from the public reference curve) over ``time_domain``, in units of ``value_scale``. On the grid domain ``T`` of
+    length ``domain_length`` that is a mean of L2 norm ``m = signal_rms * sqrt(|T|)`` in the release's rescaled units;
+    the fraction is ``min(1, m / tau)`` (a mean of clipped records has norm at most ``tau``). ``tau`` is public: a
+    number in the config, the a-priori bound, or the DP quantile ``tau: auto`` released, so this is post-processing
+    (docs/proofs/tuning.risk.signal_stated@1.md). Unlike a fraction of ``tau``, the statement keeps its meaning
+    whatever ``tau`` the release ends up with.
+
+    >>> stated_signal_fraction(0.5, tau=1.0, domain_length=1.0), stated_signal_fraction(0.5, tau=0.25, domain_length=1.0)
+    (0.5, 1.0)
+    >>> round(stated_signal_fraction(0.1, tau=2.0, domain_length=4.0), 6)
+    0.1
+    """
+    rms = _validate.positive_finite("signal_rms", signal_rms, privacy=False)
+    t = _validate.positive_finite("tau", tau, privacy=False)
+    length = _validate.positive_finite("domain_length", domain_length, privacy=False)
+    return min(1.0, rms * math.sqrt(length) / t)
 
 #: Priors of ``risk_prior`` for the mean's coefficients, ``E mu_j^2 = s^2 w_j`` with ``sum_j w_j = 1``:
 #: ``paths`` ``w ~ lambda`` (as rough as the kernel's sample paths), ``rkhs`` ``w ~ lambda^2`` (``mu = C^(1/2) g``,

@@ -426,6 +426,7 @@ def plan_mean_release(
     non_private: bool = False,
     public_choices: tuple[PublicChoice, ...] = (),
     signal_fraction: float | None = None,
+    signal_rms: float | None = None,
 ) -> MeanPlan:
     """Fix the noise of a mean release from public inputs only (MATH.md §4, §5).
 
@@ -435,7 +436,8 @@ def plan_mean_release(
     ``"dp_select"`` (exponential mechanism, ``select_epsilon`` of the total ``epsilon``) or
     ``"pcv"`` (not DP: needs ``non_private=True``). With ``dp_select``/``pcv`` the returned plan is
     pending until :func:`select_mean_parameters` runs. The default rule of ``iclp_qr`` and ``gp`` is
-    ``risk_prior`` (:func:`fdpcore.privacy.tuning.risk_prior_iclp_qr`, with ``signal_fraction``; unset, it is
+    ``risk_prior`` (:func:`fdpcore.privacy.tuning.risk_prior_iclp_qr`, with ``signal_fraction``, or the fraction of
+    ``tau`` that a stated ``signal_rms`` makes, ``tuning.risk.signal_stated@1``; unset, it is
     :func:`fdpcore.noise.quantiles.prior_signal_fraction` of the choices). ``public_choices`` (``tau: auto``,
     ``value_offset: auto``) are parts of ``epsilon`` paid before the tuning and the mean; ``tau`` is then the value
     they released.
@@ -481,7 +483,8 @@ def plan_mean_release(
         "fixed", None, beta, None, ESTIMATORS[estimator], None, PAPER_FORMULAS[estimator], None, None,
         gp_calibration=calibration if estimator == "gp" else None, non_private=False, secure=secure,
         public_choices=tuple(public_choices),
-        signal_fraction=prior_signal_fraction(signal_fraction, public_choices),
+        signal_fraction=prior_signal_fraction(signal_fraction, public_choices, signal_rms=signal_rms, tau=tau,
+                                              domain_length=grid.domain_range[1] - grid.domain_range[0]),
     )
     epsilon_rest = base.epsilon_available
     fixed = {"iclp_qr": eta, "gp": eta, "iclp_ar": eta, "frl": n_basis, "bernstein": lattice_k}[estimator]
@@ -918,6 +921,7 @@ def release_mean(
     tau_share: float = DEFAULT_TAU_SHARE,
     tau_range: tuple[float, float] | None = None,
     signal_fraction: float | None = None,
+    signal_rms: float | None = None,
     reference: ArrayLike | None = None,
 ) -> MeanRelease:
     """Release a differentially private mean curve (the Python facade; docs/python.md).
@@ -956,6 +960,10 @@ def release_mean(
         signal_fraction: prior signal scale of ``risk_prior`` as a fraction of ``tau``; default
             :func:`fdpcore.privacy.tuning.default_signal_fraction` (0.5, or 0.1 where ``tau: "auto"`` falls back to
             its a-priori bound).
+        signal_rms: instead of ``signal_fraction``, the mean curve's root-mean-square distance from 0 (from
+            ``reference`` where one is given) over the grid domain, in the units of ``curves``, known a priori: the
+            fraction becomes ``min(1, signal_rms * sqrt(|T|) / tau)`` at the ``tau`` the release uses
+            (:func:`fdpcore.privacy.tuning.stated_signal_fraction`).
         reference: a public reference curve on the grid (``K`` values, the units of ``curves``), as YAML's
             ``centering``: subtracted from every row before clipping (``tau`` and ``tau: "auto"`` then bound the
             centred rows) and added back to every draw (:func:`centre_on_reference`, formula
@@ -997,7 +1005,7 @@ def release_mean(
     kwargs: dict[str, object] = dict(
         estimator=estimator, eta=eta, psi=psi, tuning=tuning, delta=delta, n_basis=n_basis, calibration=calibration,
         lattice_k=lattice_k, sup_clip=sup_clip, select_epsilon=select_epsilon, non_private=tuning == "pcv",
-        signal_fraction=signal_fraction,
+        signal_fraction=signal_fraction, signal_rms=signal_rms,
     )
     choices: tuple[PublicChoice, ...] = ()
     if isinstance(tau, str):

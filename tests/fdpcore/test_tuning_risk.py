@@ -17,6 +17,7 @@ from fdpcore.privacy.tuning import (
     default_signal_fraction,
     pss_iclp_qr,
     risk_prior_iclp_qr,
+    stated_signal_fraction,
 )
 from fdpcore.summaries.mean import (
     MeanPlan,
@@ -236,3 +237,42 @@ def test_the_means_smooth_prior_follows_a_fixed_smoothness_not_the_kernels() -> 
     lam /= lam.sum()
     assert risk_prior_iclp_qr(lam, n=500, noise_factor=2.0, prior="smooth", power=2.0).psi == risk_prior_iclp_qr(
         lam, n=500, noise_factor=2.0, prior="rkhs").psi
+
+
+def test_a_stated_mean_size_is_a_fraction_of_whatever_tau_the_release_gets() -> None:
+    """tuning.risk.signal_stated@1: f = min(1, signal_rms * sqrt(|T|) / tau), whatever tau is (public, a-priori, bought)."""
+    assert stated_signal_fraction(0.5, tau=1.0, domain_length=1.0) == 0.5
+    assert stated_signal_fraction(0.5, tau=0.25, domain_length=1.0) == 1.0  # a clipped mean has norm <= tau
+    assert stated_signal_fraction(0.1, tau=0.5, domain_length=4.0) == pytest.approx(0.4)  # norm = rms * sqrt(|T|)
+    for bad in (0.0, -0.1, math.inf, math.nan):
+        with pytest.raises(DomainError, match="signal_rms"):
+            stated_signal_fraction(bad, tau=1.0, domain_length=1.0)
+    g = midpoint_grid(40)
+    (fallback,) = auto_public_choices(g, MATERN, n=60, epsilon=0.5, tau_auto=True)
+    assert fallback.a_priori
+    at_bound = plan_mean_release(g, MATERN, n=60, tau=1.0, epsilon=0.5, public_choices=(fallback,), signal_rms=0.3,
+                                 secure=False)
+    assert at_bound.signal_fraction == pytest.approx(0.3)  # at the bound the default's 0.1 is replaced
+    bought = plan_mean_release(g, MATERN, n=60, tau=0.4, epsilon=0.5, signal_rms=0.3, secure=False)
+    assert bought.signal_fraction == pytest.approx(0.75)
+    same = plan_mean_release(g, MATERN, n=60, tau=0.4, epsilon=0.5, signal_fraction=0.75, secure=False)
+    assert bought.eta == same.eta and bought.psi == pytest.approx(same.psi)
+    with pytest.raises(DomainError, match="not both"):
+        plan_mean_release(g, MATERN, n=60, tau=1.0, epsilon=0.5, signal_rms=0.3, signal_fraction=0.5, secure=False)
+
+
+def test_a_stated_mean_size_beats_half_of_a_bought_tau_where_records_sit_at_the_means_size() -> None:
+    """Growth-like curves (every record near a mean that sweeps the range): a bought tau is about the mean's norm, so
+    half of it smooths a mean twice its prior size away. Stating the mean's size a priori lowers the exact expected
+    error; stating a tenth of it costs accuracy against the right size."""
+    rng = np.random.default_rng(3)
+    t = (np.arange(40) + 0.5) / 40
+    mean = 0.8 * (2 * t - 1)  # RMS 0.8 / sqrt(3) = 0.46
+    x = mean + 0.05 * rng.normal(size=(100, 1)) + 0.03 * rng.normal(size=(100, 40))
+    g = midpoint_grid(40)
+    tau = float(np.quantile(record_norms(x, g.weights), 0.5))  # where a bought tau lands at small n * epsilon
+    rms = 0.8 / math.sqrt(3)
+    half = _expected_sq_error(x, tau, 0.5, signal_fraction=0.5)
+    stated = _expected_sq_error(x, tau, 0.5, signal_rms=rms)
+    assert stated < 0.8 * half
+    assert stated < _expected_sq_error(x, tau, 0.5, signal_rms=rms / 10)

@@ -526,11 +526,17 @@ def test_a_mean_row_at_the_a_priori_tau_assumes_a_tenth_of_it_and_says_so(tmp_pa
     assert line.strip().startswith("tuning at epsilon 0.05: with tau at that bound the smoothing assumes a mean of norm "
                                    "0.1 x tau, i.e. a mean curve whose root mean square distance from value_offset is 0.1 "
                                    "x value_scale")
-    assert "about half of value_scale from value_offset or more" in line and "tuning.signal_fraction: 0.5" in line
+    assert "state it as tuning.signal_rms" in line and "in units of value_scale" in line
     stated = write_config(tmp_path, REPO / "examples" / "electricity_mean_auto.yaml", tuning={"signal_fraction": 0.5})
     stated_rows = plan_report(stated, [0.05], None)["rows"]
     assert stated_rows[0]["tuning"]["signal_fraction"] == 0.5 and stated_rows[0]["tuning"]["psi"] < rows[0]["tuning"]["psi"]
     assert main(["plan", str(stated), "--epsilon", "0.05"]) == 0
+    assert "tuning at epsilon" not in capsys.readouterr().out
+    # the mean's size stated a priori (tuning.risk.signal_stated@1): a fraction of the row's tau, no default to explain
+    sized = write_config(tmp_path, REPO / "examples" / "electricity_mean_auto.yaml", tuning={"signal_rms": 0.05})
+    sized_rows = plan_report(sized, [0.05, 1.0], None)["rows"]
+    assert [(r["tuning"]["signal_rms"], r["tuning"]["signal_fraction"]) for r in sized_rows] == [(0.05, 0.05)] * 2
+    assert main(["plan", str(sized), "--epsilon", "0.05"]) == 0
     assert "tuning at epsilon" not in capsys.readouterr().out
 
 
