@@ -806,6 +806,14 @@ class Ledger:
                         "another run of it is publishing it right now, the noise is lost (it is never kept) and the "
                         "id cannot be resumed: run again with a new --release-id"
                     )
+            _lock_head(conn)  # every appender waits: the check below reads one consistent chain (trial U, M1)
+            problems = _chain_problems(conn)
+            if problems:
+                raise LedgerIntegrityError(
+                    f"ledger {self._safe_url()}: its audit trail does not verify ({len(problems)} problem"
+                    f"{'s' if len(problems) > 1 else ''}; the first: {problems[0]}), so what it says was spent cannot be "
+                    "trusted: nothing was charged. Run `fdp audit verify` for the list and restore the ledger from its "
+                    "backup (docs/audit.md)")
             dataset_row = conn.execute(sa.select(_datasets).where(_datasets.c.dataset_id == dataset_id)).mappings().one()
             policy = _policy_of(dataset_row)
             _check_late(dataset_id, policy, label, since=str(dataset_row["updated_at"])[:7])
@@ -975,63 +983,11 @@ class Ledger:
         Returns the problems found, the first bad entry first (empty: the ledger is intact).
         Detects edited, deleted, reordered, inserted and truncated audit entries, and
         release or dataset rows changed outside fdp (budgets and policies, release states,
-        costs, periods, config hashes, published outputs).
+        costs, periods, config hashes, published outputs). :meth:`reserve` runs the same check
+        before every new charge, with the chain locked.
         """
         with self._tx() as conn:
-            events = conn.execute(sa.select(_audit).order_by(_audit.c.seq)).mappings().all()
-            head = conn.execute(sa.select(_meta.c.value).where(_meta.c.key == "audit_head")).scalar_one()
-            releases = {r["release_id"]: r for r in conn.execute(sa.select(_releases)).mappings().all()}
-            datasets = {r["dataset_id"]: r for r in conn.execute(sa.select(_datasets)).mappings().all()}
-            ledger_id = conn.execute(sa.select(_meta.c.value).where(_meta.c.key == "ledger_id")).scalar_one()
-        problems: list[str] = []
-        officer_key: str | None = None
-        prev, expected_seq = GENESIS, 1
-        state: dict[str, dict[str, Any]] = {}
-        policies: dict[str, dict[str, Any]] = {}
-        for e in events:
-            fields = _event_fields(e["seq"], e["at"], e["actor"], e["host"], e["event"], e["dataset_id"],
-                                   e["release_id"], e["payload"])
-            if e["seq"] != expected_seq:
-                problems.append(f"audit entry {e['seq']}: expected entry {expected_seq} (entries deleted or reordered)")
-            if e["prev_hash"] != prev:
-                problems.append(f"audit entry {e['seq']}: does not follow the previous entry (chain broken)")
-            if _event_hash(e["prev_hash"], fields) != e["hash"]:
-                problems.append(f"audit entry {e['seq']}: content does not match its hash (edited)")
-            prev, expected_seq = e["hash"], e["seq"] + 1
-            try:
-                payload = json.loads(e["payload"])
-            except json.JSONDecodeError:
-                payload = {}
-            _replay(e["event"], e["dataset_id"], e["release_id"], payload, state, policies)
-            officer_key = _check_entry_signature(e["seq"], e["event"], e["dataset_id"], payload, officer_key, ledger_id,
-                                                 problems)
-        if head.split(":")[0] == str(expected_seq - 1) and head != f"{expected_seq - 1}:{prev}":
-            problems.append(f"audit head's hash is not that of entry {expected_seq - 1}: entries were rewritten after it "
-                            "was recorded (hashes recomputed out of band)")
-        elif head != f"{expected_seq - 1}:{prev}":
-            problems.append(f"audit head says {head.split(':')[0]} entries but the trail ends at {expected_seq - 1} (truncated or appended out of band)")
-        for rid, row in releases.items():
-            want = state.get(rid)
-            if want is None:
-                problems.append(f"release {rid!r}: row has no audit entry (inserted out of band)")
-                continue
-            got = {k: row[k] for k in ("state", "epsilon", "delta", "config_sha256", "dataset_id", "period", "rho",
-                                       "charge_kind")}
-            if any(got[k] != want.get(k) for k in got):
-                problems.append(f"release {rid!r}: row differs from its audit trail (edited out of band)")
-            if "public_sha256" in want and hashlib.sha256((row["public_json"] or "").encode()).hexdigest() != want["public_sha256"]:
-                problems.append(f"release {rid!r}: published outputs differ from the audited ones (edited)")
-        for rid in state.keys() - releases.keys():
-            problems.append(f"release {rid!r}: audited but its row is missing (deleted)")
-        for did, row in datasets.items():
-            got = {"epsilon_total": row["epsilon_total"], "delta_total": row["delta_total"], "accounting": row["accounting"],
-                   "period": row["period"], "epsilon_per_period": row["epsilon_per_period"],
-                   "delta_per_period": row["delta_per_period"], "max_late_periods": row["max_late_periods"]}
-            if policies.get(did) != got:
-                problems.append(f"dataset {did!r}: budget differs from its audit trail (edited out of band)")
-        for did in policies.keys() - datasets.keys():
-            problems.append(f"dataset {did!r}: audited but its row is missing (deleted)")
-        return problems
+            return _chain_problems(conn)
 
     # ----------------------------------------------------------------- external evidence
 
@@ -1437,6 +1393,64 @@ def _event_fields(seq: int, at: str, actor: str, host: str, event: str, dataset_
             "release_id": release_id, "payload": payload}
 
 
+def _chain_problems(conn: Connection) -> list[str]:
+    """:meth:`Ledger.verify`'s check, in the caller's transaction (the first problem first; empty: intact)."""
+    events = conn.execute(sa.select(_audit).order_by(_audit.c.seq)).mappings().all()
+    head = conn.execute(sa.select(_meta.c.value).where(_meta.c.key == "audit_head")).scalar_one()
+    releases = {r["release_id"]: r for r in conn.execute(sa.select(_releases)).mappings().all()}
+    datasets = {r["dataset_id"]: r for r in conn.execute(sa.select(_datasets)).mappings().all()}
+    ledger_id = conn.execute(sa.select(_meta.c.value).where(_meta.c.key == "ledger_id")).scalar_one()
+    problems: list[str] = []
+    officer_key: str | None = None
+    prev, expected_seq = GENESIS, 1
+    state: dict[str, dict[str, Any]] = {}
+    policies: dict[str, dict[str, Any]] = {}
+    for e in events:
+        fields = _event_fields(e["seq"], e["at"], e["actor"], e["host"], e["event"], e["dataset_id"],
+                               e["release_id"], e["payload"])
+        if e["seq"] != expected_seq:
+            problems.append(f"audit entry {e['seq']}: expected entry {expected_seq} (entries deleted or reordered)")
+        if e["prev_hash"] != prev:
+            problems.append(f"audit entry {e['seq']}: does not follow the previous entry (chain broken)")
+        if _event_hash(e["prev_hash"], fields) != e["hash"]:
+            problems.append(f"audit entry {e['seq']}: content does not match its hash (edited)")
+        prev, expected_seq = e["hash"], e["seq"] + 1
+        try:
+            payload = json.loads(e["payload"])
+        except json.JSONDecodeError:
+            payload = {}
+        _replay(e["event"], e["dataset_id"], e["release_id"], payload, state, policies)
+        officer_key = _check_entry_signature(e["seq"], e["event"], e["dataset_id"], payload, officer_key, ledger_id,
+                                             problems)
+    if head.split(":")[0] == str(expected_seq - 1) and head != f"{expected_seq - 1}:{prev}":
+        problems.append(f"audit head's hash is not that of entry {expected_seq - 1}: entries were rewritten after it "
+                        "was recorded (hashes recomputed out of band)")
+    elif head != f"{expected_seq - 1}:{prev}":
+        problems.append(f"audit head says {head.split(':')[0]} entries but the trail ends at {expected_seq - 1} (truncated or appended out of band)")
+    for rid, row in releases.items():
+        want = state.get(rid)
+        if want is None:
+            problems.append(f"release {rid!r}: row has no audit entry (inserted out of band)")
+            continue
+        got = {k: row[k] for k in ("state", "epsilon", "delta", "config_sha256", "dataset_id", "period", "rho",
+                                   "charge_kind")}
+        if any(got[k] != want.get(k) for k in got):
+            problems.append(f"release {rid!r}: row differs from its audit trail (edited out of band)")
+        if "public_sha256" in want and hashlib.sha256((row["public_json"] or "").encode()).hexdigest() != want["public_sha256"]:
+            problems.append(f"release {rid!r}: published outputs differ from the audited ones (edited)")
+    for rid in state.keys() - releases.keys():
+        problems.append(f"release {rid!r}: audited but its row is missing (deleted)")
+    for did, row in datasets.items():
+        got = {"epsilon_total": row["epsilon_total"], "delta_total": row["delta_total"], "accounting": row["accounting"],
+               "period": row["period"], "epsilon_per_period": row["epsilon_per_period"],
+               "delta_per_period": row["delta_per_period"], "max_late_periods": row["max_late_periods"]}
+        if policies.get(did) != got:
+            problems.append(f"dataset {did!r}: budget differs from its audit trail (edited out of band)")
+    for did in policies.keys() - datasets.keys():
+        problems.append(f"dataset {did!r}: audited but its row is missing (deleted)")
+    return problems
+
+
 def _lock_head(conn: Connection) -> tuple[int, str]:
     """Take the chain's write lock (an idempotent update of its head) and return the head ``(seq, hash)``."""
     conn.execute(sa.update(_meta).where(_meta.c.key == "audit_head").values(value=_meta.c.value))
@@ -1670,6 +1684,10 @@ def _engine(url: str, *, read_only: bool = False) -> Engine:
         return sa.create_engine(parsed, pool_pre_ping=True)
     except (sa.exc.ArgumentError, ModuleNotFoundError) as exc:
         raise LedgerError(f"ledger URL ({parsed.render_as_string(hide_password=True)!r}) cannot be used: {exc}") from None
+
+
+class LedgerIntegrityError(LedgerError):
+    """A new charge refused because the ledger's audit trail does not verify (:meth:`Ledger.verify`): nothing charged."""
 
 
 class EmptyLedgerFileError(LedgerError):

@@ -17,6 +17,7 @@ docs/audit.md is the ``PLAIN`` column below.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -28,6 +29,7 @@ from fdpcore.errors import ConfigError, LedgerError
 from fdpcore.ledger import (
     Evidence,
     Ledger,
+    LedgerIntegrityError,
     checkpoint_evidence,
     manifest_evidence,
     public_key_hex,
@@ -319,3 +321,28 @@ def test_a_payload_or_row_that_is_no_longer_json_is_named_not_a_crash(ledger_url
     _sql(led, "UPDATE fdp_releases SET budget_splits = '[' WHERE release_id = 'r1'")
     with pytest.raises(LedgerError, match="release 'r1': its ledger row is damaged .*restore the ledger from its backup"):
         led.releases()
+
+
+@pytest.mark.parametrize("damage", [
+    "UPDATE fdp_audit SET payload = '{\"epsilon\": ' WHERE seq = 3",  # a flipped byte in a payload
+    "UPDATE fdp_releases SET epsilon = '0.5' WHERE release_id = 'r1'",  # spending rewritten in the row
+    "DELETE FROM fdp_audit WHERE seq = 4",  # an entry removed
+])
+def test_a_new_charge_on_a_ledger_whose_trail_does_not_verify_is_refused_and_charges_nothing(
+        ledger_url: str, damage: str) -> None:
+    """Trial U, M1: `fdp release` charged, drew noise and published on ledgers whose chain failed `audit verify`,
+    appending to a broken chain. A new charge now runs the same check first (chain locked) and is refused, naming the
+    first problem; the ledger is left exactly as it was. A re-run of the published id still charges nothing."""
+    led = Ledger(ledger_url)
+    led.set_budget("ds", 10.0)
+    _release(led, "r1")
+    assert led.verify() == []
+    _sql(led, damage)
+    problems = led.verify()
+    assert problems
+    before = _snapshot(led)
+    with pytest.raises(LedgerIntegrityError, match=r"audit trail does not verify \(\d+ problems?; the first: "
+                                                   + re.escape(problems[0]) + r"\).*nothing was charged"):
+        led.reserve(release_id="r2", epsilon=1.0, **KW)
+    assert _snapshot(led) == before
+    assert led.reserve(release_id="r1", epsilon=1.0, **KW).published  # nothing new is charged: not refused

@@ -420,6 +420,24 @@ def test_ledger_locked_by_another_process_exits_1_and_changes_nothing(
     assert _snapshot(url) == before
 
 
+def test_a_release_on_a_ledger_whose_trail_does_not_verify_exits_1_before_any_noise(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Trial U, M1: a release on a ledger with one audit payload damaged charged, drew noise and published. It now
+    exits 1 with the first problem named and the way out, nothing charged, no folder written."""
+    url = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    assert main(["budget", "set", DATASET, "--epsilon", "50", "--ledger", url]) == 0
+    with sa.create_engine(url).begin() as conn:
+        conn.execute(sa.text("UPDATE fdp_audit SET payload = '{\"epsilon\": ' WHERE seq = 1"))
+    before = _snapshot(url)
+    code = _run(_config(tmp_path, "damaged"), tmp_path / "out", url, "damaged-1")
+    err = capfd.readouterr().err
+    assert code == 1, err
+    assert "audit trail does not verify" in err and "audit entry 1: content does not match its hash" in err
+    assert "nothing was charged" in err and "fdp audit verify" in err
+    assert _snapshot(url) == before and not (tmp_path / "out").exists()
+
+
 def test_ledger_lost_after_the_charge_keeps_the_reservation_and_a_rerun_resumes_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
