@@ -1579,6 +1579,7 @@ def _audit_verify(ledger: Ledger, against: list[str], checkpoints: str | None, p
     problems = [f"audit: {p}" for p in ledger.verify()]
     evidence: list[Evidence] = []
     n_manifests = n_old = n_checkpoints = 0
+    seen: set[str] = set()  # release ids whose manifest lies under --against
     for given in against:
         for path in _json_files(Path(given)):
             doc = _read_json(path)
@@ -1587,6 +1588,7 @@ def _audit_verify(ledger: Ledger, against: list[str], checkpoints: str | None, p
                     raise ConfigError(f"{str(path)!r} is not a release manifest")
                 continue
             problems += _output_problems(path, doc)
+            seen.add(str(doc["release_id"]))
             ev = manifest_evidence(str(path), doc)
             if ev is None:
                 n_old += 1  # published before manifests carried commitments
@@ -1620,6 +1622,14 @@ def _audit_verify(ledger: Ledger, against: list[str], checkpoints: str | None, p
             rest = f"entry {latest + 1} is" if latest + 1 == len(hashes) else f"entries {latest + 1}..{len(hashes)} are"
             line += f" ({rest} covered by no outside evidence yet: make a checkpoint)"
     print(line)
+    if against:  # trial U, L3: "published" in the ledger with no files (a run killed while writing them)
+        absent = [r.release_id for r in ledger.releases() if r.state == "published" and r.release_id not in seen]
+        if absent:
+            print(f"audit: {_count(len(absent), 'published release')} of the ledger {'has' if len(absent) == 1 else 'have'} "
+                  f"no manifest under {', '.join(against)}: {', '.join(_cell(a) for a in absent[:10])}"
+                  + (f" and {len(absent) - 10} more" if len(absent) > 10 else "")
+                  + " (published elsewhere, or their files were never written: `fdp release CONFIG --release-id ID` "
+                    "re-writes them from the ledger, charging nothing)")
     return EXIT_OK
 
 
@@ -1640,6 +1650,11 @@ def _output_problems(manifest: Path, doc: dict[str, Any]) -> list[str]:
         if actual != stated:
             found.append(f"{str(path)!r} has sha256 {actual[:16]}…, not the {stated[:16]}… that {str(manifest)!r} states: "
                          "the file was changed after publication (re-run the release id to re-write it from the ledger)")
+    listed = {manifest.name} | {e["path"] for e in doc.get("outputs") or [] if isinstance(e, dict)
+                                and isinstance(e.get("path"), str)}
+    for extra in sorted(q.name for q in manifest.parent.iterdir() if q.name not in listed):  # trial U, L3
+        found.append(f"{str(manifest.parent / extra)!r} lies in the release folder of {str(manifest)!r} but is not "
+                     "among its outputs: it is not part of the release (added after publication?); move it elsewhere")
     return found
 
 

@@ -218,3 +218,19 @@ def test_audit_verify_against_checks_every_file_the_manifest_lists(make_config, 
     err = capsys.readouterr().err
     assert "release.png" in err and "missing or was moved" in err and "release.parquet" not in err, err
     assert main(["audit", "verify", "--against", str(tmp_path / "a"), "--ledger", ledger]) == 0  # the original
+    # trial U, L3: a stray file in a release folder is not part of the release; a published release with no manifest
+    # under the paths given (its files never written, or published elsewhere) is named, and verify still passes
+    (tmp_path / "a" / "notes.txt").write_text("added later")
+    capsys.readouterr()
+    assert main(["audit", "verify", "--against", str(tmp_path / "a"), "--ledger", ledger]) == 1
+    err = capsys.readouterr().err
+    assert "notes.txt" in err and "is not among its outputs" in err and "release.parquet" not in err, err
+    (tmp_path / "a" / "notes.txt").unlink()
+    assert _release(make_config(), tmp_path / "b", ledger, "rid-2") == 0
+    capsys.readouterr()
+    assert main(["audit", "verify", "--against", str(tmp_path / "a"), "--ledger", ledger]) == 0
+    out = capsys.readouterr().out
+    assert "1 published release of the ledger has no manifest under" in out and "rid-2" in out and "rid-1" not in \
+        out.split("no manifest under")[1], out
+    assert main(["audit", "verify", "--against", str(tmp_path / "a"), str(tmp_path / "b"), "--ledger", ledger]) == 0
+    assert "no manifest under" not in capsys.readouterr().out
