@@ -579,6 +579,9 @@ def _as_planned(manifest: dict[str, Any], bought: set[Any]) -> str:
         return ("`fdp plan` stated T2's noise for a design with T1 = I" + (" and at tau = 1" if "tau" in bought else "")
                 + f": this is T2's noise at the smoothing chosen from the released T1 (A = {amp:.3g}; "
                 "tuning.fosr.t2_given_t1@1)" + (" and the tau released" if "tau" in bought else ""))
+    if "tau" in bought and "signal_rms" in ((manifest.get("parameters") or {}).get("tuning") or {}):
+        return ("`fdp plan` stated it at tau = 1: this is the error at the tau released, with the smoothing re-chosen "
+                "there for the stated signal_rms (not that figure scaled)")
     if "tau" in bought:
         return "`fdp plan` stated it at tau = 1: this is that figure at the tau released"
     if "bandwidth" in bought:

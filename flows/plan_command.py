@@ -20,6 +20,7 @@ from fdp.flows.registry import SUMMARIES
 from fdp.flows.zero_records import ZeroRecords, count_zero_records, zero_records_warning
 from fdp.tasks._publish import LOW_TAU_LEVEL, LOW_TAU_SUMMARIES, clip_target, low_level_text
 from fdp.tasks.planning import (
+    TAU_FOLLOWS_TEXT,
     a_priori_signal_text,
     accuracy,
     alignment_requirement,
@@ -28,8 +29,12 @@ from fdp.tasks.planning import (
     count_config_units,
     covariance_centering_check,
     erm_eta_warning,
+    expected_l2_error,
+    expected_l2_error_with_bias,
     fosr_coefficients_balanced,
+    mean_plan,
     tau_search_range,
+    tuning_follows_tau,
     with_bias_note,
 )
 from fdp.tasks.preflight import Inputs, covariates_averaged_warning, read_inputs, repeated_readings_warning
@@ -115,13 +120,39 @@ def _tau_break_even(config: Any, n: int, row: dict[str, Any]) -> float | None:
     return _break_even_of(config, row, _fixed_tau_alternative(config, n, row))
 
 
-def _break_even_of(config: Any, row: dict[str, Any], alternative: dict[str, Any] | None) -> float | None:
+def _break_even_of(config: Any, row: dict[str, Any], alternative: dict[str, Any] | None,
+                   n: int | None = None) -> float | None:
     """:func:`_tau_break_even` from the fixed-tau alternative already priced (:func:`_fixed_tau_alternative`)."""
     auto_error = row.get(alternative["measure"]) if alternative is not None else None
     if alternative is None or auto_error is None or auto_error <= 0.0:
         return None
+    if tuning_follows_tau(config) and n is not None:
+        return _solved_break_even(config, n, alternative)
     power = 2 if config.summary == "covariance" else 1
     return float((alternative["error"] / auto_error) ** (1.0 / power))
+
+
+def _solved_break_even(config: Any, n: int, alternative: dict[str, Any]) -> float:
+    """The break-even tau of a mean whose tuning follows tau (``tuning.signal_rms``): solved, not scaled.
+
+    The row's error at a released tau ``t`` is the plan at ``t`` (its smoothing re-chosen there) with the epsilon the
+    split leaves; it rises with ``t``. Bisection in ``log t`` over ``[1e-6, 1] x`` the range's upper end for the ``t``
+    where it equals the fixed-tau alternative's (public inputs and ``n`` only).
+    """
+    def error(t: float) -> float:
+        plan = mean_plan(config, n, tau=t)
+        if alternative["measure"] == "expected_l2_error_with_bias":
+            return float(expected_l2_error_with_bias(config, plan) or 0.0)
+        return float((expected_l2_error(config, plan) or (0.0, 0.0))[0])
+
+    hi = tau_search_range(config)[1]
+    if error(hi) <= alternative["error"]:
+        return float(hi)
+    lo_log, hi_log = math.log(hi * 1e-6), math.log(hi)
+    for _ in range(40):
+        mid = 0.5 * (lo_log + hi_log)
+        lo_log, hi_log = (mid, hi_log) if error(math.exp(mid)) <= alternative["error"] else (lo_log, mid)
+    return float(math.exp(lo_log))
 
 
 def _fixed_tau_alternative(config: Any, n: int, row: dict[str, Any]) -> dict[str, Any] | None:
@@ -175,7 +206,7 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
             if cfg.summary == "erm":  # what its 'with bias' (the prior error of psi: auto's rule) is
                 row["with_bias_note"] = with_bias_note(cfg, plan)
             alternative = _fixed_tau_alternative(cfg, n, row)  # priced once: the break-even and the warning
-            row["tau_break_even"] = _break_even_of(cfg, row, alternative)
+            row["tau_break_even"] = _break_even_of(cfg, row, alternative, n)
             low = _low_tau_facts(cfg, row, n, alternative)
             if low is not None:
                 low_tau.append((eps, low))
@@ -219,10 +250,12 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
         lo, hi = tau_search_range(config)
         power = 2 if config.summary in ("covariance", "fpca") else 1  # the noise (FPCA: the temperature) scales as tau^2
         scale = "linearly with the tau released" if power == 1 else "with the square of the tau released"
+        scaling = (f"scale {scale} (at the upper end of the range, tau = {hi:g}, {hi**power:g}x larger)"
+                   if not tuning_follows_tau(config) else TAU_FOLLOWS_TEXT)
         assumptions.append(
             f"tau: auto — part of each epsilon (the 'tau' budget split: {clip.tau_share:g} of it, more where n * epsilon is small) buys tau as a DP "
             f"quantile of the record norms over the public range [{lo:g}, {hi:g}]; the errors are priced at tau = 1 and "
-            f"scale {scale} (at the upper end of the range, tau = {hi:g}, {hi**power:g}x larger); where n * epsilon is "
+            f"{scaling}; where n * epsilon is "
             "too small for the DP quantile, tau is that upper end and nothing is charged for it; the errors leave out "
             "the clipping bias: the records above the released tau (about 1 - level of them expected, half at level "
             "0.5; the level is the quantile's target, and at small n * epsilon a draw can land below every record) are "
@@ -247,6 +280,7 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
         "time_column": getattr(ds, "time_column", None), "value_column": getattr(ds, "value_column", None),
         "value_scale": getattr(ds, "value_scale", None), "value_offset": getattr(ds, "value_offset", None),
         "tau": getattr(getattr(config, "clipping", None), "tau", None),
+        "tuning_follows_tau": tuning_follows_tau(config),
         "budget": budget, "rows": rows, "warnings": warnings, "assumptions": assumptions,
         "zero_records": None if zero is None else zero.as_dict(),
         "out_of_scale": None if outside is None else outside.as_dict(),
@@ -285,6 +319,7 @@ def print_plan(report: dict[str, Any]) -> None:
     tau = ("" if report["tau"] is None else f"tau {report['tau']:g}" if not isinstance(report["tau"], str)
            else "tau auto (a DP quantile of the record norms, charged with the release; the errors below are at tau = 1 "
                 + ("and scale with the square of the tau it releases)" if report["summary"] in ("covariance", "fpca")
+                   else f"; {TAU_FOLLOWS_TEXT})" if report.get("tuning_follows_tau")
                    else "and scale linearly with the tau it releases)"))
     if tau or scale:
         print(f"  public inputs: {tau}{scale}")
@@ -465,7 +500,7 @@ def _low_tau_facts(config: Any, row: dict[str, Any], n: int,
     if config.summary == "fpca":
         return {"level": level}
     alternative = alternative or _fixed_tau_alternative(config, n, row)
-    even = _break_even_of(config, row, alternative)
+    even = _break_even_of(config, row, alternative, n)
     if alternative is None or even is None:
         return {"level": level}
     return {"level": level, "tau": alternative["tau"], "noise": alternative["noise"], "even": even}
@@ -550,7 +585,9 @@ def _rising_note(rows: list[dict[str, Any]], key: str, biased: bool) -> str | No
         why.append(f"where n * epsilon is too small to buy tau, the whole epsilon goes to the noise and the release uses "
                    f"the a-priori tau = {hi:g}; where tau is bought, part of epsilon buys it (the split above) and less "
                    "is left for the noise — every row is priced at tau = 1, and a bought tau is at most that upper "
-                   "end, so the release's noise scales down with it")
+                   "end, so the release's noise scales down with it"
+                   + (" (not in proportion: with tuning.signal_rms the smoothing is re-chosen at the tau released)"
+                      if any("signal_rms" in r["tuning"] for r in valid) else ""))
     if any(_tuned(a) != _tuned(b) for a, b in pairs):
         why.append("the tuning trades smoothing for noise: with more epsilon it smooths less, so the noise alone can "
                    "grow" + (" while the error with the smoothing bias falls (see `with bias`)" if biased else ""))

@@ -216,6 +216,9 @@ def tau_pricing_text(report: Mapping[str, Any]) -> str | None:
     scale = "with its square" if square else "in proportion"
     where = ("the upper end of tau_range" if not ends or max(ends) == 1.0 else
              f"tau_range's upper end is {max(ends):g}, where they are {max(ends) ** (2 if square else 1):g}x these")
+    if report.get("tuning_follows_tau"):  # tuning.signal_rms: the smoothing is re-chosen at the tau released
+        return (f"errors priced at tau = 1, {where}; the tau bought with part of epsilon is at most that and the "
+                "smoothing is re-chosen there (tuning.signal_rms): the release states its error")
     return (f"errors priced at tau = 1, {where}; the tau bought with part of epsilon is at most that and lowers the "
             f"noise {scale}")
 

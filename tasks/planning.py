@@ -172,6 +172,22 @@ def mean_public_choices(config: Any, n: int) -> tuple[PublicChoice, ...]:
     )
 
 
+def tuning_follows_tau(config: Any) -> bool:
+    """Whether a config's default smoothing is re-chosen at the tau ``tau: auto`` releases (``tuning.signal_rms``).
+
+    With a stated ``signal_rms`` the prior's fraction is ``min(1, signal_rms * sqrt(|T|) / tau)``
+    (``tuning.risk.signal_stated@1``), so a bought tau changes ``(eta, psi)``: the errors ``fdp plan`` prices at
+    ``tau = 1`` do not scale linearly with the tau released (trial X, F1).
+    """
+    return (config.summary == "mean" and getattr(config.tuning, "signal_rms", None) is not None
+            and config.clipping.tau == "auto")
+
+
+TAU_FOLLOWS_TEXT = ("with tuning.signal_rms the smoothing is re-chosen at the tau released (signal_fraction = "
+                    "signal_rms x sqrt(|T|) / tau, tuning.risk.signal_stated@1), so the error at a smaller tau is not "
+                    "that figure scaled down: the release states its own")
+
+
 def mean_plan(config: Any, n: int, tau: float | None = None, choices: tuple[PublicChoice, ...] | None = None) -> Any:
     """The :class:`fdpcore.summaries.mean.MeanPlan` of a mean config (pending with ``dp_select``/``pcv``).
 

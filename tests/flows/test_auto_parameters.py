@@ -93,7 +93,8 @@ def test_auto_tau_with_too_small_n_epsilon_clips_at_the_public_upper_end_and_cha
     assert (row.epsilon, row.budget_splits) == (0.05, [{"name": "mean", "epsilon": 0.05, "delta": 0.0}])
 
 
-def test_a_stated_mean_size_is_recorded_with_the_fraction_of_the_released_tau_it_made(make_config, tmp_path: Path) -> None:
+def test_a_stated_mean_size_is_recorded_with_the_fraction_of_the_released_tau_it_made(
+        make_config, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """tuning.signal_rms (tuning.risk.signal_stated@1): the manifest states the public size, the fraction of the tau the
     release used (here the a-priori bound, 1 on [0, 1]) and the formula; the default's formula is not cited."""
     ledger = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
@@ -106,6 +107,14 @@ def test_a_stated_mean_size_is_recorded_with_the_fraction_of_the_released_tau_it
         0.3, pytest.approx(0.3), "tuning.risk.signal_stated@1")
     assert "tuning.risk.signal_stated@1" in manifest["formulas"]
     assert "tuning.risk.signal_default@1" not in manifest["formulas"]
+    # where tau is bought the fraction is of the tau released, and the accuracy line does not call it plan x tau
+    bought = make_config(clipping__tau="auto", tuning={"signal_rms": 0.3}, privacy__epsilon=2.0)
+    capsys.readouterr()
+    assert _release(bought, tmp_path / "bought", ledger, "sized-bought") == 0
+    out = capsys.readouterr().out
+    m2 = json.loads((tmp_path / "bought" / "manifest.json").read_text())
+    assert m2["parameters"]["tuning"]["signal_fraction"] == pytest.approx(min(1.0, 0.3 / m2["parameters"]["tau"]))
+    assert "with the smoothing re-chosen there for the stated signal_rms (not that figure scaled)" in out
 
 
 def test_auto_offset_refused_before_any_charge_when_n_epsilon_is_too_small(make_config, tmp_path: Path,

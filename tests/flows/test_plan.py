@@ -20,6 +20,7 @@ import pytest
 import yaml
 from fdp.flows.cli import main
 from fdp.flows.plan_command import epsilon_ladder, plan_report
+from fdp.tasks._plots import tau_pricing_text
 from flow_support import artifacts, release, small_csv_release, write_config
 
 from fdpcore.ledger import Ledger
@@ -538,6 +539,27 @@ def test_a_mean_row_at_the_a_priori_tau_assumes_a_tenth_of_it_and_says_so(tmp_pa
     assert [(r["tuning"]["signal_rms"], r["tuning"]["signal_fraction"]) for r in sized_rows] == [(0.05, 0.05)] * 2
     assert main(["plan", str(sized), "--epsilon", "0.05"]) == 0
     assert "tuning at epsilon" not in capsys.readouterr().out
+
+
+def test_with_a_stated_mean_size_the_break_even_tau_is_solved_not_scaled(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """Trial X, F1: with tuning.signal_rms the smoothing is re-chosen at the tau released, so the errors priced at
+    tau = 1 do not scale linearly with it. The break-even tau is solved: a bought tau t with the rest of epsilon faces
+    the same problem as tau = 1 with the whole epsilon exactly when t / epsilon_rest = 1 / epsilon (the noise scales as
+    tau / epsilon, the stated mean does not), so it is the share of epsilon left — here 0.75 of it, where scaling the
+    tau = 1 figure linearly says otherwise. The plan and its plot say the figures do not scale."""
+    cfg = write_config(tmp_path, REPO / "examples" / "electricity_mean_auto.yaml", tuning={"signal_rms": 0.2})
+    report = plan_report(cfg, [1.0], None)
+    (row,) = report["rows"]
+    split = next(b["epsilon"] for b in row["bought"] if b["name"] == "tau")
+    assert report["tuning_follows_tau"] and split == 0.25
+    assert row["tau_break_even"] == pytest.approx(1.0 - split, rel=1e-6)
+    linear = plan_report(write_config(tmp_path, REPO / "examples" / "electricity_mean_auto.yaml"), [1.0], None)
+    assert not linear["tuning_follows_tau"]
+    assert main(["plan", str(cfg), "--epsilon", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "the smoothing is re-chosen at the tau released" in out and "scale linearly" not in out
+    assert tau_pricing_text(report) is not None and "re-chosen" in str(tau_pricing_text(report))
 
 
 def test_the_resolution_is_the_domain_over_the_components_kept_at_least_half_and_printed(
