@@ -174,11 +174,11 @@ def init_config(  # noqa: PLR0913 - one argument per command-line option
                   f"#   time: [{time_domain[0]!r}, {time_domain[1]!r}]     # source time units, strictly increasing, covering time_domain",
                   f"#   value: [{value_offset!r}, {value_offset!r}]   # source value units at those times; never computed from this data",
                   "#   source: \"where the reference comes from\"   # published in the manifest (docs/summaries/mean.md)",
-                  "# tuning: {signal_rms: 0.5}   # PUBLIC, known a priori (never from this data): the mean curve's RMS",
+                  "# tuning: {signal_rms: R}   # PUBLIC, known a priori (never from this data): the mean curve's RMS",
                   "#              # distance from value_offset (or r) in units of value_scale, for the default smoothing;",
                   "#              # unset, it assumes 0.5 x a bought tau, or 0.1 x value_scale where tau is the a-priori bound",
-                  "#              # (n x epsilon too small to buy it); state it when you know it (growth curves spanning the",
-                  "#              # range around one level: about 0.5) and have no reference curve (docs/summaries/mean.md)"]
+                  "#              # (n x epsilon too small to buy it); state R only from a published figure you trust (a",
+                  "#              # reference curve's distance from value_offset), else leave it unset (docs/summaries/mean.md)"]
     if summary == "covariance":
         lines += ["mechanism: iclp_qr",
                   "centering:",
