@@ -279,6 +279,18 @@ def test_bad_files_raise_data_error_naming_file_column_row(tmp_path: Path, conte
     assert "secret-77" not in str(info.value) and "99999" not in str(info.value)
 
 
+def test_a_large_binary_or_sparse_csv_is_refused_from_its_first_block(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Trial U, L2: a 2 GB sparse CSV was read whole (4.6 GB of memory) before its NUL refusal; its first block now
+    decides. The whole file is never read (Path.read_bytes would fail)."""
+    path = tmp_path / "sparse.csv"
+    with path.open("wb") as f:
+        f.truncate(256 << 20)  # 256 MiB of NUL bytes, sparse on disk
+    monkeypatch.setattr(Path, "read_bytes", lambda self: pytest.fail("the whole file was read"))
+    with pytest.raises(DataError, match="sparse.csv: the file contains NUL bytes; it is not a CSV text file"):
+        read_long_table(path, "csv", unit_column="unit", time_column="t", value_column="v")
+
+
 @pytest.mark.parametrize(
     ("column", "message"),
     [
