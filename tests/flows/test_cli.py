@@ -94,7 +94,10 @@ def test_budget_set_is_authoritative_and_never_below_spent(tmp_path: Path, capsy
                 mechanism="iclp_qr", sensitivity_formula="s", budget_splits=[], provenance={}, internal={})
     capsys.readouterr()
     assert main(["budget", "set", "ds", "--epsilon", "1", "--ledger", url]) == 2
-    assert "below what is already spent" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "below what is already spent" in err
+    # trial U, L4: the amounts are named as what they are (not "Requested" / "Remaining")
+    assert "Already spent: epsilon=2, delta=0; the new total: epsilon=1, delta=0" in err and "Requested" not in err
     assert main(["budget", "set", "ds", "--epsilon", "-1", "--ledger", url]) == 2
     assert "epsilon" in capsys.readouterr().err
     assert led.budgets("ds")[0].total == (3.0, 0.0)
