@@ -510,10 +510,14 @@ def _run_release(config: Any, config_path: Path, out_dir: Path, url: str, rid: s
     if waited or other_run == "published":
         print(f"note: another run of release {rid} published it at the same time; its files were written from the "
               "ledger and this run charged nothing")
+    resumed = not rewritten and before is not None and before.state == "reserved"
+    if resumed:  # trial U, L4: its `charged:` line read as a second charge
+        print(f"note: release {rid} had been charged by an earlier run that did not finish; this run resumed its "
+              "reservation and charged nothing more")
     budget = ledger.budgets(config.dataset.id)[0]
     record = ledger.get(rid)
     charged = record.period if record is not None and record.period else None
-    _print_release(manifest, out_dir, budget, rerun=rewritten, period=charged)
+    _print_release(manifest, out_dir, budget, rerun=rewritten, period=charged, resumed=resumed)
     return EXIT_OK
 
 
@@ -531,7 +535,7 @@ def _warn_before_release(config: Any, config_path: Path, url: str, rid: str, n: 
 
 
 def _print_release(manifest: dict[str, Any], out_dir: Path, budget: DatasetBudget, *, rerun: bool,
-                   period: str | None = None) -> None:
+                   period: str | None = None, resumed: bool = False) -> None:
     """What a release did: the guarantee, every file written (PNGs included) and the budget left."""
     head = f"release {manifest['release_id']}: {manifest['summary']} of {manifest['dataset_id']} (n = {manifest['n']})"
     print(f"{head}: already published — files re-written, nothing charged" if rerun else head)
@@ -568,7 +572,9 @@ def _print_release(manifest: dict[str, Any], out_dir: Path, budget: DatasetBudge
             if caution is not None:
                 print(f"  caution:   {caution}")
     if period is not None:
-        print(f"  charged:   period {period}" + (" (by the run that published it; nothing now)" if rerun else ""))
+        print(f"  charged:   period {period}" + (" (by the run that published it; nothing now)" if rerun else
+                                                     " (by the earlier run whose reservation this one resumed; nothing "
+                                                     "more now)" if resumed else ""))
     print(f"  budget:    {_budget_line(budget, period)}")
 
 

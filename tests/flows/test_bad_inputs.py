@@ -458,8 +458,13 @@ def test_ledger_lost_after_the_charge_keeps_the_reservation_and_a_rerun_resumes_
     (row,) = Ledger(url).releases()
     assert row.state == "reserved"
     spent = Ledger(url).budgets()[0].spent
+    capfd.readouterr()
     assert _run(config, tmp_path / "out", url, "lost-1") == 0  # resumes the reservation
+    out = capfd.readouterr().out
     assert Ledger(url).budgets()[0].spent == spent  # charged once
+    # trial U, L4: the resumed run says so; its `charged:` line is not read as a second charge
+    assert "this run resumed its reservation and charged nothing more" in out
+    assert "(by the earlier run whose reservation this one resumed; nothing more now)" in out
     assert [r.state for r in Ledger(url).releases()] == ["published"]
     assert Ledger(url).verify() == []
 
