@@ -131,4 +131,8 @@ class ReleaseManifest(Frozen):
     idealized_numerics: bool = Field(True, description=IDEALIZED_NUMERICS_DESCRIPTION)
     outputs: list[OutputFile]
     provenance: Provenance
+    charged_period: str | None = Field(
+        None, description="the budget period (YYYY-MM) the ledger charged this release to, set by the ledger at "
+        "publication (a run started near a month's end can be charged to the next month); absent in manifests "
+        "published before session 32")
     audit_commitment: AuditCommitment | None = Field(None, description="set by the ledger at publication")

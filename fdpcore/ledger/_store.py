@@ -857,12 +857,12 @@ class Ledger:
                 .values(state=dst, updated_at=_now(), **({} if internal is None else {"internal": internal}))
             ).rowcount
             if n == 1:
-                dataset_id = conn.execute(
-                    sa.select(_releases.c.dataset_id).where(_releases.c.release_id == release_id)
-                ).scalar_one()
+                dataset_id, period = conn.execute(
+                    sa.select(_releases.c.dataset_id, _releases.c.period).where(_releases.c.release_id == release_id)
+                ).one()
                 payload: dict[str, Any] = {"from": src, "to": dst}
                 if public is not None:
-                    public = _with_commitment(conn, public)
+                    public = _with_commitment(conn, public, period)
                     public_json = json.dumps(public)
                     conn.execute(sa.update(_releases).where(_releases.c.release_id == release_id)
                                  .values(public_json=public_json))
@@ -1459,11 +1459,17 @@ def _lock_head(conn: Connection) -> tuple[int, str]:
     return int(last_seq), digest
 
 
-def _with_commitment(conn: Connection, public: dict[str, Any]) -> dict[str, Any]:
-    """``public`` with the chain's commitment in its manifest (chain locked: no entry can come in between)."""
+def _with_commitment(conn: Connection, public: dict[str, Any], period: str | None = None) -> dict[str, Any]:
+    """``public`` with the chain's commitment in its manifest (chain locked: no entry can come in between).
+
+    The manifest also gets ``charged_period``, the budget period the ledger charged the release to (trial U, L5: a run
+    started in one month can be charged to the next; ``provenance.created_at`` does not say which).
+    """
     manifest = public.get("manifest")
     if not isinstance(manifest, dict):
         return public
+    if period is not None:
+        manifest = {**manifest, "charged_period": period}
     seq, head = _lock_head(conn)
     hashes = list(conn.execute(sa.select(_audit.c.hash).order_by(_audit.c.seq)).scalars())
     ledger_id = conn.execute(sa.select(_meta.c.value).where(_meta.c.key == "ledger_id")).scalar_one()

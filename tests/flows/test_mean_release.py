@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from fdp.flows.cli import main
+from fdp.schemas.records import ReleaseManifest
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
@@ -62,6 +63,8 @@ def test_release_publishes_manifest_ledger_and_artifacts(make_config, tmp_path: 
     assert [(r.release_id, r.state, r.epsilon) for r in rows] == [("elec-2026-11", "published", 1.0)]
     assert rows[0].provenance["flow_run_id"] == manifest["provenance"]["flow_run_id"] is not None
     assert led.budgets("adelaide-electricity-monday")[0].spent == (1.0, 0.0)
+    assert manifest["charged_period"] == rows[0].period  # trial U, L5: the period the ledger charged, in public
+    assert ReleaseManifest.model_validate(manifest).charged_period == rows[0].period
     assert led.verify() == []
     assert [e["event"] for e in led.audit_events("elec-2026-11")] == [
         "release.reserved", "release.noised", "release.published"]
