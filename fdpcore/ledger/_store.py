@@ -389,6 +389,15 @@ class Ledger:
             raise self._not_a_ledger(f"{_first_line(exc.orig if exc.orig is not None else exc)}") from None
 
     def _not_writable(self) -> LedgerError:
+        journal = _hot_journal(self.url) if self.read_only else None
+        if journal is not None:  # trial U, L4: an interrupted write's journal, not a permissions problem
+            return LedgerError(
+                f"ledger {self._safe_url()}: a write was interrupted (its process stopped mid-transaction) and left its "
+                f"rollback journal {journal.name!r} beside it; this command opens the ledger read-only, so SQLite cannot "
+                "roll that write back. Nothing was read or changed. The next command that writes the ledger (e.g. "
+                "`fdp release`) rolls it back first; to do only that: python3 -c \"import sqlite3; "
+                f"sqlite3.connect({str(journal.with_name(journal.name.removesuffix('-journal')))!r})"
+                ".execute('PRAGMA quick_check').fetchall()\" (docs/operations.md)")
         return LedgerError(f"ledger {self._safe_url()} is read-only for this process (file or directory permissions, or "
                            "an immutable file): nothing was written or charged; make it writable or point --ledger at a writable "
                            "ledger")
@@ -1791,6 +1800,21 @@ def _sqlite_not_writable(url: str) -> bool:
     if path is None or not path.parent.is_dir():
         return False
     return not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK))
+
+
+def _hot_journal(url: str) -> Path | None:
+    """A non-empty rollback journal beside a SQLite ledger (left by a writer that stopped mid-transaction), or None."""
+    try:
+        parsed = sa.engine.make_url(url)
+    except sa.exc.ArgumentError:
+        return None
+    if parsed.get_backend_name() != "sqlite" or not parsed.database:
+        return None
+    journal = Path(parsed.database + "-journal")
+    try:
+        return journal if journal.stat().st_size > 0 else None
+    except OSError:
+        return None
 
 
 def _read_only_sqlite(db: str) -> Engine:

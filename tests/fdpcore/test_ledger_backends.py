@@ -7,6 +7,10 @@ server when Debian's binaries are installed, and is skipped with the reason othe
 from __future__ import annotations
 
 import multiprocessing as mp
+import shutil
+import sqlite3
+import subprocess
+import sys
 
 import pytest
 import sqlalchemy as sa
@@ -175,3 +179,31 @@ def test_processes_opening_a_new_ledger_at_once_all_succeed_and_make_one_schema(
     with led.engine.connect() as conn:
         keys = [r[0] for r in conn.execute(sa.text("SELECT key FROM fdp_meta ORDER BY key"))]
     assert keys.count("schema_version") == 1 and keys.count("ledger_id") == 1 and led.verify() == []
+
+
+def test_an_interrupted_writes_journal_is_named_as_such_by_a_read_only_command(tmp_path) -> None:  # noqa: ANN001
+    """Trial U, L4: a writer killed mid-transaction leaves `ledger.sqlite-journal`; read-only commands then said the
+    ledger was "read-only for this process (file or directory permissions …)". They now name the journal and the way
+    out, and the remedy they print (one read-write open) rolls the write back: the ledger verifies again."""
+    live, copy = tmp_path / "live", tmp_path / "copy"
+    live.mkdir()
+    copy.mkdir()
+    led = Ledger(f"sqlite:///{live / 'ledger.sqlite'}")
+    led.set_budget("d", 5.0)
+    led.engine.dispose()
+    conn = sqlite3.connect(live / "ledger.sqlite", isolation_level=None)
+    conn.execute("PRAGMA cache_size=1")  # spill the open transaction's pages to the file: its journal holds the originals
+    conn.execute("BEGIN IMMEDIATE")
+    conn.executemany("INSERT INTO fdp_meta(key, value) VALUES (?, ?)", [(f"k{i}", "x" * 500) for i in range(2000)])
+    for name in ("ledger.sqlite", "ledger.sqlite-journal"):  # what a kill -9 at this point leaves on disk
+        shutil.copy(live / name, copy / name)
+    conn.execute("ROLLBACK")
+    conn.close()
+    url = f"sqlite:///{copy / 'ledger.sqlite'}"
+    with pytest.raises(LedgerError, match="a write was interrupted .* left its rollback journal 'ledger.sqlite-journal'") as info:
+        Ledger(url, read_only=True)
+    remedy = str(info.value).split("to do only that: ")[1].split(" (docs/")[0]
+    assert remedy.startswith("python3 -c ")
+    subprocess.run([sys.executable, "-c", remedy.removeprefix("python3 -c ").strip('"')], check=True)
+    assert not (copy / "ledger.sqlite-journal").exists()
+    assert Ledger(url, read_only=True).verify() == []
