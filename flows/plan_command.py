@@ -106,7 +106,7 @@ def _at_epsilon(config: Any, epsilon: float) -> Any:
         raise ConfigError(format_validation_error(exc).strip()) from None
 
 
-def _tau_break_even(config: Any, n: int, row: dict[str, Any]) -> float | None:
+def _break_even_of(config: Any, row: dict[str, Any], alternative: dict[str, Any] | None, n: int) -> float | None:
     """The released tau below which ``tau: auto`` beats tau fixed at the range's upper end, by the plan's own error.
 
     A row that buys tau is priced at ``tau = 1`` with the epsilon the split leaves; the same config with
@@ -116,17 +116,13 @@ def _tau_break_even(config: Any, n: int, row: dict[str, Any]) -> float | None:
     (``tau^2`` for a covariance) at fixed epsilon, and the tunings do not depend on tau, so buying is better
     exactly when the released tau is below ``(E_fixed / E_auto(1))^(1/power)``. ``None`` when nothing is bought at
     this epsilon, or the summary has no additive noise (FPCA) or no closed-form error yet (public inputs only).
+    ``alternative``: :func:`_fixed_tau_alternative`'s, priced once. With ``tuning.signal_rms`` the tuning does depend
+    on tau: :func:`_solved_break_even`.
     """
-    return _break_even_of(config, row, _fixed_tau_alternative(config, n, row))
-
-
-def _break_even_of(config: Any, row: dict[str, Any], alternative: dict[str, Any] | None,
-                   n: int | None = None) -> float | None:
-    """:func:`_tau_break_even` from the fixed-tau alternative already priced (:func:`_fixed_tau_alternative`)."""
     auto_error = row.get(alternative["measure"]) if alternative is not None else None
     if alternative is None or auto_error is None or auto_error <= 0.0:
         return None
-    if tuning_follows_tau(config) and n is not None:
+    if tuning_follows_tau(config):
         return _solved_break_even(config, n, alternative)
     power = 2 if config.summary == "covariance" else 1
     return float((alternative["error"] / auto_error) ** (1.0 / power))
