@@ -1094,12 +1094,11 @@ def _budget_set(args: argparse.Namespace) -> int:
     try:
         b = ledger.set_budget(args.dataset, spec.epsilon, spec.delta, signed=signed, **spec.policy())
     except BudgetExceededError as exc:
-        def show(values: tuple[float, ...]) -> str:
-            return ", ".join(f"{m}={v:.6g}" for m, v in zip(exc.measures, values, strict=True))
-
         # set_budget's error has the spent amount as "requested" and the new total as "remaining" (trial U, L4)
+        spent, total = (", ".join(f"{m}={v:.6g}" for m, v in zip(exc.measures, values, strict=True))
+                        for values in (exc.requested, exc.remaining))
         _err(f"budget of {args.dataset!r} cannot be set below what is already spent; nothing changed. Already spent: "
-             f"{show(exc.requested)}; the new total: {show(exc.remaining)}")
+             f"{spent}; the new total: {total}")
         return EXIT_INPUT
     print(f"dataset {args.dataset}: {_budget_line(b)}")
     return EXIT_OK
