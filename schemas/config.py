@@ -414,6 +414,9 @@ class ReleaseConfig(Frozen):
         if t.signal_rms is not None and (fixed is not None or (t.rule or "risk_prior") != "risk_prior"
                                          or est not in ("iclp_qr", "gp")):
             raise ValueError("tuning.signal_rms is only used by tuning.rule 'risk_prior' (iclp_qr, gp)")
+        if t.signal_rms is not None and self.dataset.value_offset == "auto":
+            raise ValueError("tuning.signal_rms is the mean's distance from value_offset, which value_offset: auto "
+                             "only chooses after the charge: state a public value_offset, or leave signal_rms unset")
         if t.signal_rms is not None and t.signal_fraction is not None:
             raise ValueError("tuning: state signal_rms (the mean's size, known a priori) or signal_fraction (a "
                              "fraction of tau), not both")

@@ -15,7 +15,10 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def _config(name: str, tuning: dict[str, Any]) -> Any:
-    raw = yaml.safe_load((EXAMPLES / name).read_text())
+    auto_offset = name == "electricity_mean_offset_auto"
+    raw = yaml.safe_load((EXAMPLES / ("electricity_mean_auto.yaml" if auto_offset else name)).read_text())
+    if auto_offset:
+        raw["dataset"].update(value_offset="auto", value_offset_range=[0.0, 4000.0])
     raw["tuning"] = tuning
     return TypeAdapter(AnyReleaseConfig).validate_python(raw)
 
@@ -32,6 +35,7 @@ def test_a_mean_config_states_the_mean_size_and_the_schema_describes_it() -> Non
     ("electricity_mean_auto.yaml", {"signal_rms": 0.2, "rule": "exact_balanced"}, "only used by tuning.rule 'risk_prior'"),
     ("electricity_mean_auto.yaml", {"signal_rms": 0.2, "eta": 2.0, "psi": 0.01}, "only used by tuning.rule 'risk_prior'"),
     ("electricity_covariance.yaml", {"signal_rms": 0.2}, r"signal_rms"),  # a mean's statement: not a covariance field
+    ("electricity_mean_offset_auto", {"signal_rms": 0.2}, "value_offset: auto only chooses after the charge"),
 ])
 def test_signal_rms_is_refused_where_it_would_be_ignored_or_contradicted(name: str, tuning: dict[str, Any],
                                                                          match: str) -> None:
