@@ -174,7 +174,7 @@ ROWS: list[tuple[str, Builder, int, list[str]]] = [
     ("file-is-directory", lambda d: {"dataset.path": str(d)}, 2, ["dataset.path", "is not a file"]),
     ("file-corrupt-parquet", lambda d: _csv(d, "corrupt.parquet", b"PAR1garbage") | {"dataset.format": "parquet"}, 2, ["corrupt.parquet", "not a readable Parquet file", "dataset.format"]),
     ("file-csv-declared-parquet", lambda d: _csv(d, "data.csv", GOOD_CSV) | {"dataset.format": "parquet"}, 2, ["data.csv", "not a readable Parquet file"]),
-    ("file-parquet-declared-csv", lambda d: {"dataset.format": "csv"}, 2, ["electricity_monday.parquet", "not UTF-8"]),
+    ("file-parquet-declared-csv", lambda d: {"dataset.format": "csv"}, 2, ["electricity_monday.parquet", "NUL bytes", "not a CSV text file", "dataset.format"]),
     ("file-csv-wrong-delimiter", lambda d: _csv(d, "semi.csv", GOOD_CSV.replace(b",", b";")), 2, ["semi.csv", "missing column", "dataset.csv_delimiter"]),
     ("file-csv-latin1", lambda d: _csv(d, "latin.csv", GOOD_CSV + "9,1,\u00e9\n".encode("latin-1")), 2, ["latin.csv", "not UTF-8", "re-encode"]),
     ("file-csv-empty", lambda d: _csv(d, "empty.csv", b""), 2, ["empty.csv", "is empty"]),
