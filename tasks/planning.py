@@ -151,12 +151,18 @@ def _mean_kwargs(config: Any) -> dict[str, Any]:
     )
 
 
-def tau_search_range(config: Any) -> tuple[float, float]:
-    """The public search range of ``tau: auto``: the config's ``tau_range`` or ``[0.01, 1] x sqrt(|T|)``."""
+def tau_search_range(config: Any, *, stated_mean: bool = True) -> tuple[float, float]:
+    """The public search range of ``tau: auto``: the config's ``tau_range`` or ``[0.01, 1] x sqrt(|T|)``.
+
+    A mean's stated ``tuning.signal_rms`` raises the default's lower end to that mean's norm
+    (:func:`fdpcore.noise.quantiles.default_tau_range`); ``stated_mean=False``: the range without it (the scale check's
+    "far below the range" count, which is about ``value_scale``).
+    """
     if config.clipping.tau_range is not None:
         return tuple(config.clipping.tau_range)  # type: ignore[return-value]
     a, b = config.grid.domain
-    return default_tau_range(b - a)
+    rms = getattr(config.tuning, "signal_rms", None) if config.summary == "mean" and stated_mean else None
+    return default_tau_range(b - a, rms)
 
 
 def mean_public_choices(config: Any, n: int) -> tuple[PublicChoice, ...]:

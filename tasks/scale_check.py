@@ -78,7 +78,7 @@ def _tau_bounds(config: Any) -> tuple[float | None, float] | None:
     if tau is None:
         return None
     if tau == "auto":
-        lo, hi = tau_search_range(config)
+        lo, hi = tau_search_range(config, stated_mean=False)  # records below a stated mean's norm are no scale issue
         return float(lo), float(hi)
     return None, float(tau)
 

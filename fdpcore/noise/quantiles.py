@@ -348,14 +348,25 @@ def _certified_quantile(n: int, candidates: list[float], alpha: float, epsilon: 
     raise InternalError("OpenDP could not certify the quantile's scale")  # pragma: no cover
 
 
-def default_tau_range(domain_length: float) -> tuple[float, float]:
+def default_tau_range(domain_length: float, signal_rms: float | None = None) -> tuple[float, float]:
     """The default search range of ``tau: auto``: ``DEFAULT_TAU_RANGE`` times ``sqrt(|T|)`` (rescaled values in [-1, 1]).
+
+    With a mean's size stated a priori (``signal_rms``, ``tuning.risk.signal_stated@1``) the lower end is raised to
+    that mean's norm ``signal_rms * sqrt(|T|)`` (at most one grid step below the upper end): the mean of records
+    clipped to a smaller tau has a smaller norm than the stated mean's, so no such candidate is worth its share of the
+    quantile's budget (fewer candidates: a cheaper DP quantile). Public inputs only.
 
     >>> default_tau_range(1.0), default_tau_range(4.0)
     ((0.01, 1.0), (0.02, 2.0))
+    >>> default_tau_range(1.0, 0.3), default_tau_range(4.0, 0.001)
+    ((0.3, 1.0), (0.02, 2.0))
     """
     r = math.sqrt(_validate.positive_finite("domain_length", domain_length, privacy=False))
-    return (DEFAULT_TAU_RANGE[0] * r, DEFAULT_TAU_RANGE[1] * r)
+    lo, hi = DEFAULT_TAU_RANGE[0] * r, DEFAULT_TAU_RANGE[1] * r
+    if signal_rms is not None:
+        m = _validate.positive_finite("signal_rms", signal_rms, privacy=False) * r
+        lo = min(max(lo, m), hi / 10.0 ** (1.0 / TAU_PER_DECADE))
+    return (lo, hi)
 
 
 def split_epsilon(epsilon: float, share: float) -> float:

@@ -712,7 +712,8 @@ def auto_public_choices(
     if tau_auto:
         if tau_range is None:
             a, b = grid.domain_range
-            tau_range = default_tau_range(b - a)
+            rms = plan_kwargs.get("signal_rms")
+            tau_range = default_tau_range(b - a, None if rms is None else float(rms))  # type: ignore[arg-type]
         try:
             e_tau = tau_epsilon(n, epsilon, tau_share, len(tau_candidates(*tau_range)))
         except PrivacyParameterError:  # n * epsilon too small for a DP quantile: the public upper end, for free

@@ -547,15 +547,21 @@ def test_with_a_stated_mean_size_the_break_even_tau_is_solved_not_scaled(tmp_pat
     tau = 1 do not scale linearly with it. The break-even tau is solved: a bought tau t with the rest of epsilon faces
     the same problem as tau = 1 with the whole epsilon exactly when t / epsilon_rest = 1 / epsilon (the noise scales as
     tau / epsilon, the stated mean does not), so it is the share of epsilon left — here 0.75 of it, where scaling the
-    tau = 1 figure linearly says otherwise. The plan and its plot say the figures do not scale."""
+    tau = 1 figure linearly says otherwise. The plan and its plot say the figures do not scale. The stated size also
+    raises the lower end of tau's search range to the mean's norm."""
     cfg = write_config(tmp_path, REPO / "examples" / "electricity_mean_auto.yaml", tuning={"signal_rms": 0.2})
     report = plan_report(cfg, [1.0], None)
     (row,) = report["rows"]
-    split = next(b["epsilon"] for b in row["bought"] if b["name"] == "tau")
-    assert report["tuning_follows_tau"] and split == 0.25
+    (bought,) = [b for b in row["bought"] if b["name"] == "tau"]
+    split = bought["epsilon"]
+    assert report["tuning_follows_tau"]
     assert row["tau_break_even"] == pytest.approx(1.0 - split, rel=1e-6)
     linear = plan_report(write_config(tmp_path, REPO / "examples" / "electricity_mean_auto.yaml"), [1.0], None)
     assert not linear["tuning_follows_tau"]
+    # no candidate below the stated mean's norm (0.2 on [0, 1]): fewer candidates, a cheaper quantile
+    (unstated,) = [b for b in linear["rows"][0]["bought"] if b["name"] == "tau"]
+    assert bought["candidates"][0] == pytest.approx(0.2) and unstated["candidates"][0] == pytest.approx(0.01)
+    assert split < unstated["epsilon"] == 0.25
     assert main(["plan", str(cfg), "--epsilon", "1"]) == 0
     out = capsys.readouterr().out
     assert "the smoothing is re-chosen at the tau released" in out and "scale linearly" not in out

@@ -16,9 +16,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 from fdp.flows.cli import main
 from fdp.flows.config import load_config
 from fdp.tasks._publish import artifact_prefix
+from fdp.tasks.planning import tau_search_range
 from flow_support import artifacts, release
 
 
@@ -79,6 +81,14 @@ def test_records_within_the_scale_or_a_few_above_it_give_no_warning(tmp_path: Pa
     report = json.loads(_plan(config, tmp_path, capsys, "--json"))
     assert report["out_of_scale"]["count"] == 0 and report["out_of_scale"]["median_ratio"] < 0.1
     assert not _scale_lines(_plan(config, tmp_path, capsys))
+    # a stated mean's size raises tau: auto's lower end (tuning.signal_rms), but the far-below count keeps the
+    # default range's: records below the stated mean's norm say nothing about value_scale
+    raw = yaml.safe_load(config.read_text())
+    raw["tuning"] = {"signal_rms": 0.5}
+    config.write_text(yaml.safe_dump(raw))
+    report = json.loads(_plan(config, tmp_path, capsys, "--json"))
+    assert report["out_of_scale"]["tau_min"] == 0.01 and report["out_of_scale"]["below"] == 0  # grid domain [0, 1]
+    assert tau_search_range(load_config(config)) == pytest.approx((0.5, 1.0))
 
 
 def test_a_public_tau_is_the_radius_and_a_quarter_is_the_threshold(tmp_path: Path,
