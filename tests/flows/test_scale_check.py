@@ -148,6 +148,14 @@ def test_values_in_far_smaller_units_than_the_config_are_warned_as_one_constant(
     # the same values in the config's units, or centred on the offset: nothing to say
     config, err = _init(tmp_path, _data(tmp_path, level=4000.0), capsys, scale="20000")
     assert not _warned(err, marker)
+    # trial Y: deaths per million miles (about 0.02) under a per-100-million config (offset 2.2, scale 2.5) span
+    # about 1.5 % of the scale, all about 0.87 of it below the offset: warned since the threshold is 5 %
+    small = tmp_path / "deaths.yaml"
+    assert main(["init", str(_data(tmp_path, level=0.022)), "--unit", "unit", "--time", "t", "--value", "gdp",
+                 "--time-domain", "0", "10", "--grid-size", "11", "--value-offset", "2.2", "--value-scale", "2.5",
+                 "--out", str(small), "--force"]) == 0
+    (warned,) = _warned(capsys.readouterr().err, marker)
+    assert "below value_offset (2.2)" in warned and "% of value_scale = 2.5)" in warned
     config, err = _init(tmp_path, _data(tmp_path, level=4.0), capsys, scale="20")
     assert not _warned(err, marker) and not _warned(_plan(config, tmp_path, capsys), marker)
 
