@@ -65,6 +65,7 @@ from fdpcore.ledger import (
     Ledger,
     LedgerURLError,
     OldLedgerError,
+    backup_sqlite_ledger,
     check_ledger_directory,
     check_period,
     checkpoint_evidence,
@@ -1378,6 +1379,8 @@ def _audit(args: argparse.Namespace) -> int:
         check_id("release id", args.release_id)  # as `fdp release --release-id`: before the ledger is opened (exit 2)
     # an auditor's commands never write (a read-only copy works); checkpoint and key registration do
     url = args.ledger or default_ledger_url()
+    if args.audit_command == "backup":
+        return _audit_backup(url, args.out)
     ledger = _read_only_ledger(url) if args.audit_command in READ_ONLY_AUDIT else Ledger(url)
     if args.audit_command == "verify":
         return _audit_verify(ledger, args.against, args.checkpoints, args.public_keys)
@@ -1500,10 +1503,13 @@ def _add_audit_evidence_parsers(asub: Any, verify: argparse.ArgumentParser) -> l
     rs.add_argument("--key", default=None, help="the privacy officer's Ed25519 key (PEM) (default: $FDP_OFFICER_KEY)")
     kg = asub.add_parser("keygen", help="make a new Ed25519 private key (PEM, mode 0600) and print its public key")
     kg.add_argument("--out", required=True, help="path of the new key file (never overwritten)")
+    bk = asub.add_parser("backup", help="copy a SQLite ledger consistently, even while releases run (PostgreSQL: "
+                         "pg_dump), and check the copy verifies")
+    bk.add_argument("--out", required=True, help="path of the backup file (never overwritten; mode 0600)")
     ch = asub.add_parser("config-hash", help="recompute a config's hash as the ledger and the manifest record it")
     ch.add_argument("config", help="release config (YAML)")
     ch.add_argument("--canonical", action="store_true", help="also print the canonical JSON that is hashed")
-    return [cp, hd, rs]
+    return [cp, hd, rs, bk]
 
 
 def _key_path(path: str | None, env: str, option: str) -> str:
@@ -1522,6 +1528,22 @@ def _officer_signature(ledger: Ledger, action: str, dataset: str, epsilon: float
     key = load_private_key(path)
     statement = ledger.policy_statement(action, dataset, epsilon, delta, **policy)
     return {"statement": statement, "public_key": public_key_hex(key), "signature": sign_statement(key, statement)}
+
+
+def _audit_backup(url: str, out: str) -> int:
+    """``fdp audit backup``: SQLite's online backup to a new file, then the copy's own verify (docs/operations.md)."""
+    path = backup_sqlite_ledger(url, out)
+    copy = Ledger(f"sqlite:///{path.resolve()}", read_only=True)
+    problems = copy.verify()
+    size = f"{_count(len(copy.chain_hashes()), 'audit entry', 'audit entries')}, {_count(len(copy.releases()), 'release')}"
+    if problems:
+        _err(f"backup written to {out} ({size}), but the ledger it copies does not verify ({len(problems)} problem"
+             f"{'s' if len(problems) > 1 else ''}; the first: {problems[0]}): keep your earlier backups, and run "
+             "`fdp audit verify` on the ledger")
+        return EXIT_ERROR
+    print(f"backup written to {out} ({size}; mode 0600); it verifies. Restore it only while no release runs: copy it "
+          "over the ledger file")
+    return EXIT_OK
 
 
 def _audit_keygen(out: str) -> int:

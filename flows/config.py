@@ -203,6 +203,7 @@ def precheck_budget(url: str, config: Any, release_id: str, period: str | None) 
         BudgetExceededError: the config's epsilon/delta do not fit the total or the period's allowance.
         NotResumableError: the id drew its noise and was not published (a live run may be publishing it).
         ReleaseConflictError: the id was used with another config.
+        LedgerIntegrityError: the ledger's audit trail does not verify (a new charge only).
     """
     path = sqlite_ledger_file(url)
     if path is not None:
@@ -219,9 +220,15 @@ def precheck_budget(url: str, config: Any, release_id: str, period: str | None) 
     except LedgerError:
         return  # e.g. an older schema: the release's own opening migrates it (or says what is wrong)
     proposal = config.budget
-    ledger.precheck(release_id=release_id, dataset_id=config.dataset.id, epsilon=config.privacy.epsilon,
-                    delta=config.privacy.delta, config_sha256=config_sha256(config), period=period,
-                    proposal={"epsilon": proposal.epsilon, "delta": proposal.delta, **proposal.policy()})
+    new = ledger.precheck(release_id=release_id, dataset_id=config.dataset.id, epsilon=config.privacy.epsilon,
+                          delta=config.privacy.delta, config_sha256=config_sha256(config), period=period,
+                          proposal={"epsilon": proposal.epsilon, "delta": proposal.delta, **proposal.policy()})
+    if new:  # a damaged trail is refused before the data are read and Prefect starts (trial Y); the charge re-checks
+        try:
+            writable = Ledger(url)
+        except LedgerError:
+            return  # e.g. a read-only file: the charge says what is wrong
+        writable.check_integrity()
 
 
 #: Free bytes a SQLite ledger's filesystem must have before a charge: a release records its public outputs in the ledger

@@ -818,11 +818,7 @@ class Ledger:
             _lock_head(conn)  # every appender waits: the check below reads one consistent chain (trial U, M1)
             problems = _chain_problems(conn)
             if problems:
-                raise LedgerIntegrityError(
-                    f"ledger {self._safe_url()}: its audit trail does not verify ({len(problems)} problem"
-                    f"{'s' if len(problems) > 1 else ''}; the first: {problems[0]}), so what it says was spent cannot be "
-                    "trusted: nothing was charged. Run `fdp audit verify` for the list and restore the ledger from its "
-                    "backup (docs/audit.md)")
+                raise self._integrity_error(problems)
             dataset_row = conn.execute(sa.select(_datasets).where(_datasets.c.dataset_id == dataset_id)).mappings().one()
             policy = _policy_of(dataset_row)
             _check_late(dataset_id, policy, label, since=str(dataset_row["updated_at"])[:7])
@@ -985,6 +981,25 @@ class Ledger:
                 q = q.where(_audit.c.release_id == release_id)
             rows = conn.execute(q).mappings().all()
         return [{**dict(r), "payload": _payload(r["payload"])} for r in rows]
+
+    def check_integrity(self) -> None:
+        """Raise :class:`LedgerIntegrityError` unless the audit trail verifies: :meth:`reserve`'s own check, early.
+
+        Run with the chain locked (a consistent view while other runs write), so that ``fdp release`` can refuse a
+        damaged ledger before it reads the data or starts Prefect (trial Y). Writes nothing.
+        """
+        with self._tx() as conn:
+            _lock_head(conn)
+            problems = _chain_problems(conn)
+        if problems:
+            raise self._integrity_error(problems)
+
+    def _integrity_error(self, problems: list[str]) -> LedgerIntegrityError:
+        return LedgerIntegrityError(
+            f"ledger {self._safe_url()}: its audit trail does not verify ({len(problems)} problem"
+            f"{'s' if len(problems) > 1 else ''}; the first: {problems[0]}), so what it says was spent cannot be "
+            "trusted: nothing was charged. Run `fdp audit verify` for the list and restore the ledger from its "
+            "backup (docs/operations.md, \"Backing up the ledger\")")
 
     def verify(self) -> list[str]:
         """Recompute the hash chain and replay it against the current tables.
@@ -1767,6 +1782,49 @@ def sqlite_ledger_file(url: str) -> Path | None:
     return Path(parsed.database).expanduser()
 
 
+def backup_sqlite_ledger(url: str, out: str | Path) -> Path:
+    """Copy a SQLite ledger to ``out`` with SQLite's online backup: a consistent copy even while releases write.
+
+    The copy is written beside ``out`` under a hidden name, made owner-only (mode 0600: the ledger's curator-only
+    ``internal`` fields travel with it) and hard-linked to ``out``, which is never overwritten. Returns ``out``.
+
+    Raises:
+        LedgerURLError: not a SQLite ledger (PostgreSQL: use ``pg_dump``).
+        LedgerError: the ledger file is missing or cannot be read.
+        ConfigError: ``out`` exists, or its directory does not.
+    """
+    path = sqlite_ledger_file(url)
+    if path is None:
+        raise LedgerURLError(f"ledger {sa.engine.make_url(url).render_as_string(hide_password=True)!r} is not a SQLite "
+                             "file: back a PostgreSQL ledger up with its own tools, e.g. pg_dump --format=custom "
+                             "--file=ledger.dump URL (restore with pg_restore)")
+    if not path.is_file():
+        raise LedgerError(f"ledger {str(path)!r} does not exist; check --ledger / FDP_LEDGER_URL")
+    target = Path(out)
+    if target.exists():
+        raise ConfigError(f"{str(target)!r} exists: a backup never overwrites a file; choose a new name")
+    if not target.parent.is_dir():
+        raise ConfigError(f"the directory of {str(target)!r} does not exist")
+    temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    source = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=60)
+    try:
+        copy = sqlite3.connect(temp)
+        try:
+            source.backup(copy)
+        finally:
+            copy.close()
+        os.chmod(temp, 0o600)
+        os.link(temp, target)
+    except FileExistsError:
+        raise ConfigError(f"{str(target)!r} exists: a backup never overwrites a file; choose a new name") from None
+    except sqlite3.Error as exc:
+        raise LedgerError(f"ledger {str(path)!r} could not be copied ({_first_line(exc)})") from None
+    finally:
+        source.close()
+        temp.unlink(missing_ok=True)
+    return target
+
+
 def database_has_ledger(url: str) -> bool | None:
     """Whether a non-SQLite ledger URL's database already holds an fdp ledger (its ``fdp_meta`` table).
 
@@ -1804,13 +1862,10 @@ def _sqlite_not_writable(url: str) -> bool:
 
 def _hot_journal(url: str) -> Path | None:
     """A non-empty rollback journal beside a SQLite ledger (left by a writer that stopped mid-transaction), or None."""
-    try:
-        parsed = sa.engine.make_url(url)
-    except sa.exc.ArgumentError:
+    path = sqlite_ledger_file(url)
+    if path is None:
         return None
-    if parsed.get_backend_name() != "sqlite" or not parsed.database:
-        return None
-    journal = Path(parsed.database + "-journal")
+    journal = path.with_name(path.name + "-journal")
     try:
         return journal if journal.stat().st_size > 0 else None
     except OSError:

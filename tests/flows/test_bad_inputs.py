@@ -434,8 +434,9 @@ def test_a_release_on_a_ledger_whose_trail_does_not_verify_exits_1_before_any_no
     err = capfd.readouterr().err
     assert code == 1, err
     assert "audit trail does not verify" in err and "audit entry 1: content does not match its hash" in err
-    assert "nothing was charged" in err and "fdp audit verify" in err
+    assert "nothing was charged" in err and "fdp audit verify" in err and "Backing up the ledger" in err
     assert _snapshot(url) == before and not (tmp_path / "out").exists()
+    assert "Flow run" not in err and "temporary server" not in err  # trial Y: refused before Prefect starts
 
 
 def test_ledger_lost_after_the_charge_keeps_the_reservation_and_a_rerun_resumes_it(

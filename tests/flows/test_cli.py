@@ -6,10 +6,13 @@ import csv
 import io
 import json
 import os
+import re
+import shlex
 import sqlite3
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 from fdp.flows.cli import main
 
 from fdpcore.ledger import Ledger
@@ -380,3 +383,45 @@ def test_budget_cancel_refuses_an_invalid_release_id_before_opening_the_ledger(
     err = capsys.readouterr().err
     assert "release id ('bad id/..') must be 1-128 letters, digits" in err and "not in the ledger" not in err
     assert not (tmp_path / "l.sqlite").exists()
+
+
+def test_audit_backup_copies_a_live_sqlite_ledger_that_verifies_and_never_overwrites(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Trial Y: "restore the ledger from its backup" had no command behind it. `fdp audit backup` copies a SQLite
+    ledger with SQLite's online backup (consistent while releases write), owner-only, checks that the copy verifies,
+    never overwrites; a damaged ledger's copy is written but exits 1; PostgreSQL is pointed at pg_dump (exit 2)."""
+    url = f"sqlite:///{tmp_path / 'l.sqlite'}"
+    led = Ledger(url)
+    led.set_budget("ds", 3.0)
+    led.reserve(release_id="r", dataset_id="ds", epsilon=1.0, delta=0.0, config_sha256="0" * 64, summary="mean",
+                mechanism="iclp_qr", sensitivity_formula="s", budget_splits=[], provenance={}, internal={})
+    out = tmp_path / "backup.sqlite"
+    assert main(["audit", "backup", "--ledger", url, "--out", str(out)]) == 0
+    assert "it verifies" in capsys.readouterr().out
+    copy = Ledger(f"sqlite:///{out}", read_only=True)
+    assert (copy.head(), copy.ledger_id, copy.verify()) == (led.head(), led.ledger_id, [])
+    assert out.stat().st_mode & 0o777 == 0o600 and not list(tmp_path.glob(".backup.sqlite.*"))
+    assert main(["audit", "backup", "--ledger", url, "--out", str(out)]) == 2
+    assert "a backup never overwrites a file" in capsys.readouterr().err
+    with sa.create_engine(url).begin() as conn:  # a damaged ledger: the copy is kept for forensics, exit 1
+        conn.execute(sa.text("UPDATE fdp_releases SET epsilon = '0.5'"))
+    assert main(["audit", "backup", "--ledger", url, "--out", str(tmp_path / "damaged.sqlite")]) == 1
+    assert "does not verify" in capsys.readouterr().err and (tmp_path / "damaged.sqlite").is_file()
+    assert main(["audit", "backup", "--ledger", "postgresql://u@localhost/x", "--out", str(tmp_path / "x")]) == 2
+    assert "pg_dump" in capsys.readouterr().err
+
+
+def test_the_manuals_backup_line_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/operations.md, "Backing up the ledger": its command, run as written on the default ledger."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+    block = re.search(r"<!-- backup -->\n```bash\n(.*?)```", text, re.S)
+    assert block is not None
+    words = shlex.split(block.group(1).split("#")[0])
+    assert words[:3] == [".venv/bin/fdp", "audit", "backup"]
+    url = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    monkeypatch.setenv("FDP_LEDGER_URL", url)
+    monkeypatch.chdir(tmp_path)
+    Ledger(url).set_budget("ds", 3.0)
+    assert main(words[1:]) == 0, capsys.readouterr().err
+    assert Ledger(f"sqlite:///{tmp_path / words[-1]}", read_only=True).verify() == []
