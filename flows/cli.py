@@ -1141,9 +1141,17 @@ _NON_PRIVATE_WARNING = ("WARNING: {n} NON-PRIVATE release(s) (e.g. PCV tuning): 
 
 def _budget_show(dataset: str | None, as_json: bool, ledger_url: str | None) -> int:
     try:
-        budgets = _read_only_ledger(ledger_url or default_ledger_url()).budgets(dataset)
+        ledger = _read_only_ledger(ledger_url or default_ledger_url())
+        budgets = ledger.budgets(dataset)
     except NoLedgerYet as exc:
         return _nothing_yet(exc, dataset, "{}" if as_json else None)
+    # trial Y: a damaged ledger's figures were shown as fact. Read twice: a release writing between the check's reads
+    # can make one read look inconsistent; a damaged trail stays so
+    problems = ledger.verify() and ledger.verify()
+    if problems:
+        print(f"fdp: warning: the ledger's audit trail does not verify ({_count(len(problems), 'problem')}; the first: "
+              f"{problems[0]}): the figures below cannot be trusted and no new release will be charged on it; run "
+              "`fdp audit verify`, and restore the ledger from its backup (docs/operations.md)", file=sys.stderr)
     if dataset is not None and not budgets:
         _err(f"dataset {shown(dataset)} is not in the ledger")
         return EXIT_INPUT

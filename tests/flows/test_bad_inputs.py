@@ -437,6 +437,11 @@ def test_a_release_on_a_ledger_whose_trail_does_not_verify_exits_1_before_any_no
     assert "nothing was charged" in err and "fdp audit verify" in err and "Backing up the ledger" in err
     assert _snapshot(url) == before and not (tmp_path / "out").exists()
     assert "Flow run" not in err and "temporary server" not in err  # trial Y: refused before Prefect starts
+    # trial Y: `budget show` still shows the figures, with a warning that they cannot be trusted (exit 0)
+    assert main(["budget", "show", "--ledger", url]) == 0
+    shown_err = capfd.readouterr().err
+    assert shown_err.startswith("fdp: warning: the ledger's audit trail does not verify (")
+    assert "the figures below cannot be trusted" in shown_err
 
 
 def test_ledger_lost_after_the_charge_keeps_the_reservation_and_a_rerun_resumes_it(
