@@ -1663,7 +1663,8 @@ def _audit_verify(ledger: Ledger, against: list[str], checkpoints: str | None, p
                  f"the latest at entry {latest}")
         if latest < len(hashes):
             rest = f"entry {latest + 1} is" if latest + 1 == len(hashes) else f"entries {latest + 1}..{len(hashes)} are"
-            line += f" ({rest} covered by no outside evidence yet: make a checkpoint)"
+            line += (f" ({rest} covered by no outside evidence yet: make a checkpoint, `fdp audit checkpoint --key PEM` "
+                     "with a key from `fdp audit keygen`, docs/audit.md)")
     print(line)
     if against:  # trial U, L3: "published" in the ledger with no files (a run killed while writing them)
         absent = [r.release_id for r in ledger.releases() if r.state == "published" and r.release_id not in seen]
