@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import datetime
+import difflib
 import hashlib
 import json
 import shutil
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -129,7 +131,8 @@ def load_config(path: str | Path) -> Any:
     try:
         config = SUMMARIES[summary].config_model.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(f"{p.name}: invalid config\n{format_validation_error(exc)}") from None
+        raise ConfigError(f"{p.name}: invalid config\n{format_validation_error(exc, SUMMARIES[summary].config_model)}"
+                          ) from None
     except RecursionError:
         raise ConfigError(f"{p.name}: invalid config (a value is nested too deeply)") from None
     size = len(config.model_dump_json())
@@ -139,12 +142,14 @@ def load_config(path: str | Path) -> Any:
     return config
 
 
-def format_validation_error(exc: ValidationError) -> str:
+def format_validation_error(exc: ValidationError, model: type[BaseModel] | None = None) -> str:
     """One line per field: ``  field.path: message``.
 
     A field that accepts one of several forms (e.g. ``tau``: a number > 0 or ``'auto'``) fails once per form;
     pydantic names each form in the location (``constrained-float``, ``literal['auto']``). Those names are
-    dropped and the field's messages joined with "or", so the line reads as the field's rule.
+    dropped and the field's messages joined with "or", so the line reads as the field's rule. With the validated
+    ``model``, a key it does not know gets the closest key it does know (trial Y: ``value_ofset`` said only "Extra
+    inputs are not permitted").
     """
     fields: dict[str, list[str]] = {}
     for err in exc.errors():
@@ -152,9 +157,29 @@ def format_validation_error(exc: ValidationError) -> str:
         cut = next((i for i, part in enumerate(path) if _is_form_name(part)), len(path))
         loc = ".".join(path[:cut]) or "(top level)"
         msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden" and model is not None:
+            msg += _did_you_mean(model, [x for x in err["loc"] if isinstance(x, str)])
         if msg not in fields.setdefault(loc, []):
             fields[loc].append(msg)
     return "\n".join(f"  {loc}: {' — or: '.join(msgs)}" for loc, msgs in fields.items())
+
+
+def _did_you_mean(model: type[BaseModel], path: list[str]) -> str:
+    """`` (did you mean 'x'?)`` for the last key of ``path`` among the keys its parent model knows, else ``""``."""
+    models: list[type[BaseModel]] = [model]
+    for part in path[:-1]:
+        fields = [m.model_fields[part] for m in models if part in m.model_fields]
+        models = [m for f in fields for m in _models_in(f.annotation)]
+    known = sorted({name for m in models for name in m.model_fields})
+    close = difflib.get_close_matches(path[-1], known, n=1, cutoff=0.75) if path else []
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The pydantic models an annotation can hold (through Optional, unions, lists and Annotated)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in typing.get_args(annotation) for m in _models_in(arg)]
 
 
 def _is_form_name(part: str) -> bool:

@@ -131,7 +131,9 @@ ROWS: list[tuple[str, Builder, int, list[str]]] = [
     ("config-not-mapping", lambda d: {"__text__": "- 1\n- 2\n"}, 2, ["must be a YAML mapping"]),
     ("config-not-utf8", lambda d: {"__text__": "#latin \xe9\n"}, 2, ["not UTF-8", "save it as UTF-8"]),
     ("config-deeply-nested", lambda d: {"__text__": "[" * 3000 + "]" * 3000}, 2, ["nested too deeply"]),
-    ("config-unknown-key", lambda d: {"privacy.epsilion": 1.0}, 2, ["privacy.epsilion", "Extra inputs are not permitted"]),
+    ("config-unknown-key", lambda d: {"privacy.epsilion": 1.0}, 2, ["privacy.epsilion", "Extra inputs are not permitted",
+                                                                      "(did you mean 'epsilon'?)"]),  # trial Y
+    ("config-unknown-nested-key", lambda d: {"tuning.signal_rsm": 0.2}, 2, ["tuning.signal_rsm", "(did you mean 'signal_rms'?)"]),
     ("config-unknown-top-key", lambda d: {"budgett": 1}, 2, ["budgett", "Extra inputs"]),
     ("config-missing-section", lambda d: {"privacy": DELETE}, 2, ["privacy", "Field required"]),
     ("config-wrong-type-epsilon", lambda d: {"privacy.epsilon": "one"}, 2, ["privacy.epsilon", "must be a number, not text"]),
