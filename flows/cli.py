@@ -1543,7 +1543,7 @@ def _audit_backup(url: str, out: str) -> int:
     path = backup_sqlite_ledger(url, out)
     copy = Ledger(f"sqlite:///{path.resolve()}", read_only=True)
     problems = copy.verify()
-    size = f"{_count(len(copy.chain_hashes()), 'audit entry', 'audit entries')}, {_count(len(copy.releases()), 'release')}"
+    size = f"{_count(copy.head()[0], 'audit entry', 'audit entries')}, {_count(len(copy.releases()), 'release')}"
     if problems:
         _err(f"backup written to {out} ({size}), but the ledger it copies does not verify ({len(problems)} problem"
              f"{'s' if len(problems) > 1 else ''}; the first: {problems[0]}): keep your earlier backups, and run "

@@ -496,7 +496,7 @@ def _low_tau_facts(config: Any, row: dict[str, Any], n: int,
     if config.summary == "fpca":
         return {"level": level}
     alternative = alternative or _fixed_tau_alternative(config, n, row)
-    even = _break_even_of(config, row, alternative, n)
+    even = row["tau_break_even"] if "tau_break_even" in row else _break_even_of(config, row, alternative, n)
     if alternative is None or even is None:
         return {"level": level}
     return {"level": level, "tau": alternative["tau"], "noise": alternative["noise"], "even": even}

@@ -161,8 +161,12 @@ def tau_search_range(config: Any, *, stated_mean: bool = True) -> tuple[float, f
     if config.clipping.tau_range is not None:
         return tuple(config.clipping.tau_range)  # type: ignore[return-value]
     a, b = config.grid.domain
-    rms = getattr(config.tuning, "signal_rms", None) if config.summary == "mean" and stated_mean else None
-    return default_tau_range(b - a, rms)
+    return default_tau_range(b - a, stated_signal_rms(config) if stated_mean else None)
+
+
+def stated_signal_rms(config: Any) -> float | None:
+    """A mean config's ``tuning.signal_rms`` (``tuning.risk.signal_stated@1``); ``None`` when unset or not a mean."""
+    return getattr(config.tuning, "signal_rms", None) if config.summary == "mean" else None
 
 
 def mean_public_choices(config: Any, n: int) -> tuple[PublicChoice, ...]:
@@ -185,8 +189,7 @@ def tuning_follows_tau(config: Any) -> bool:
     (``tuning.risk.signal_stated@1``), so a bought tau changes ``(eta, psi)``: the errors ``fdp plan`` prices at
     ``tau = 1`` do not scale linearly with the tau released (trial X, F1).
     """
-    return (config.summary == "mean" and getattr(config.tuning, "signal_rms", None) is not None
-            and config.clipping.tau == "auto")
+    return stated_signal_rms(config) is not None and config.clipping.tau == "auto"
 
 
 TAU_FOLLOWS_TEXT = ("with tuning.signal_rms the smoothing is re-chosen at the tau released (signal_fraction = "
@@ -775,8 +778,8 @@ def _tuning(config: Any, plan: Any) -> dict[str, Any]:
     if s == "mean":
         out = {"rule": plan.tuning, "formula": plan.tuning_formula, "eta": plan.eta, "psi": plan.psi,
                **_signal(plan)}
-        if config.tuning.signal_rms is not None and "signal_fraction" in out:  # the fraction at this row's tau
-            out["signal_rms"] = config.tuning.signal_rms
+        if stated_signal_rms(config) is not None and "signal_fraction" in out:  # the fraction at this row's tau
+            out["signal_rms"] = stated_signal_rms(config)
         if plan.n_basis is not None:
             out["n_basis"] = plan.n_basis
         if plan.lattice_k is not None:

@@ -416,7 +416,7 @@ class Ledger:
     def _open(self) -> None:
         path = sqlite_ledger_file(self.url)
         if path is not None and path.is_file() and path.stat().st_size == 0 \
-                and not path.with_name(path.name + "-journal").exists():  # (a hot journal: SQLite rolls it back)
+                and _hot_journal(self.url) is None:  # (a hot journal: SQLite rolls it back)
             raise self._empty_file()  # trial U, H1: it was taken for "no ledger yet" and a release reset the budget
         if self.read_only:
             self._check_readable()
@@ -815,10 +815,7 @@ class Ledger:
                         "another run of it is publishing it right now, the noise is lost (it is never kept) and the "
                         "id cannot be resumed: run again with a new --release-id"
                     )
-            _lock_head(conn)  # every appender waits: the check below reads one consistent chain (trial U, M1)
-            problems = _chain_problems(conn)
-            if problems:
-                raise self._integrity_error(problems)
+            self._require_intact(conn)  # trial U, M1: no charge on a ledger whose trail does not verify
             dataset_row = conn.execute(sa.select(_datasets).where(_datasets.c.dataset_id == dataset_id)).mappings().one()
             policy = _policy_of(dataset_row)
             _check_late(dataset_id, policy, label, since=str(dataset_row["updated_at"])[:7])
@@ -989,17 +986,18 @@ class Ledger:
         damaged ledger before it reads the data or starts Prefect (trial Y). Writes nothing.
         """
         with self._tx() as conn:
-            _lock_head(conn)
-            problems = _chain_problems(conn)
-        if problems:
-            raise self._integrity_error(problems)
+            self._require_intact(conn)
 
-    def _integrity_error(self, problems: list[str]) -> LedgerIntegrityError:
-        return LedgerIntegrityError(
-            f"ledger {self._safe_url()}: its audit trail does not verify ({len(problems)} problem"
-            f"{'s' if len(problems) > 1 else ''}; the first: {problems[0]}), so what it says was spent cannot be "
-            "trusted: nothing was charged. Run `fdp audit verify` for the list and restore the ledger from its "
-            "backup (docs/operations.md, \"Backing up the ledger\")")
+    def _require_intact(self, conn: Connection) -> None:
+        """Lock the chain (every appender waits: one consistent view) and raise unless :meth:`verify`'s check passes."""
+        _lock_head(conn)
+        problems = _chain_problems(conn)
+        if problems:
+            raise LedgerIntegrityError(
+                f"ledger {self._safe_url()}: its audit trail does not verify ({len(problems)} problem"
+                f"{'s' if len(problems) > 1 else ''}; the first: {problems[0]}), so what it says was spent cannot be "
+                "trusted: nothing was charged. Run `fdp audit verify` for the list and restore the ledger from its "
+                "backup (docs/operations.md, \"Backing up the ledger\")")
 
     def verify(self) -> list[str]:
         """Recompute the hash chain and replay it against the current tables.
@@ -1801,8 +1799,9 @@ def backup_sqlite_ledger(url: str, out: str | Path) -> Path:
     if not path.is_file():
         raise LedgerError(f"ledger {str(path)!r} does not exist; check --ledger / FDP_LEDGER_URL")
     target = Path(out)
+    exists = f"{str(target)!r} exists: a backup never overwrites a file; choose a new name"
     if target.exists():
-        raise ConfigError(f"{str(target)!r} exists: a backup never overwrites a file; choose a new name")
+        raise ConfigError(exists)
     if not target.parent.is_dir():
         raise ConfigError(f"the directory of {str(target)!r} does not exist")
     temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
@@ -1815,8 +1814,8 @@ def backup_sqlite_ledger(url: str, out: str | Path) -> Path:
             copy.close()
         os.chmod(temp, 0o600)
         os.link(temp, target)
-    except FileExistsError:
-        raise ConfigError(f"{str(target)!r} exists: a backup never overwrites a file; choose a new name") from None
+    except FileExistsError:  # made meanwhile
+        raise ConfigError(exists) from None
     except sqlite3.Error as exc:
         raise LedgerError(f"ledger {str(path)!r} could not be copied ({_first_line(exc)})") from None
     finally:
