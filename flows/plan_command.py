@@ -49,6 +49,7 @@ from pydantic import ValidationError
 
 from fdpcore.errors import ConfigError, FdpError, LedgerError
 from fdpcore.ledger import DatasetBudget, Ledger, default_ledger_url
+from fdpcore.noise.quantiles import BOUND_PAYS_FORMULA
 
 __all__ = ["LADDER", "check_release_plan", "epsilon_ladder", "plan_report", "print_plan", "release_warnings"]
 
@@ -251,8 +252,9 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
         assumptions.append(
             f"tau: auto — part of each epsilon (the 'tau' budget split: {clip.tau_share:g} of it, more where n * epsilon is small) buys tau as a DP "
             f"quantile of the record norms over the public range [{lo:g}, {hi:g}]; the errors are priced at tau = 1 and "
-            f"{scaling}; where n * epsilon is "
-            "too small for the DP quantile, tau is that upper end and nothing is charged for it; the errors leave out "
+            f"{scaling}; where n * epsilon is too small for the DP quantile"
+            + (", or buying it could not pay for its split (tuning.tau.bound_pays@1)" if tuning_follows_tau(config) else "")
+            + ", tau is that upper end and nothing is charged for it; the errors leave out "
             "the clipping bias: the records above the released tau (about 1 - level of them expected, half at level "
             "0.5; the level is the quantile's target, and at small n * epsilon a draw can land below every record) are "
             "shrunk to it, which biases the release by an amount, and in a direction, that depend on how far their "
@@ -413,7 +415,13 @@ def print_plan(report: dict[str, Any]) -> None:
     if fixed:
         hi = next(b["candidates"][-1] for r in report["rows"] for b in r.get("bought") or ()
                   if b["a_priori"] and b["name"] == "tau")
-        print(f"  tau at epsilon {', '.join(f'{e:g}' for e in fixed)}: n * epsilon is too small to buy it, so it is the "
+        reasons = {b["formula"] for r in report["rows"] for b in r.get("bought") or ()
+                   if b["a_priori"] and b["name"] == "tau"}
+        why = " or ".join(("with the mean's size stated, buying it could not pay for its split (a draw one dither "
+                           "width above the lowest candidate would not beat the upper end with the whole epsilon: "
+                           "tuning.tau.bound_pays@1)") if f == BOUND_PAYS_FORMULA else "n * epsilon is too small to buy it"
+                          for f in sorted(reasons))
+        print(f"  tau at epsilon {', '.join(f'{e:g}' for e in fixed)}: {why}, so it is the "
               f"public upper end of tau_range, {hi:g} (a priori, nothing charged for it)"
               + ("; rows marked * are on that footing, the others buy tau and are priced at tau = 1: their error is "
                  "that figure times " + ("the square of " if report["summary"] in ("covariance", "fpca") else "")
@@ -578,7 +586,7 @@ def _rising_note(rows: list[dict[str, Any]], key: str, biased: bool) -> str | No
     why = []
     if any(a_priori(a) and bought(b) for a, b in pairs):
         hi = next(b["candidates"][-1] for r in valid for b in r.get("bought") or () if b["a_priori"])
-        why.append(f"where n * epsilon is too small to buy tau, the whole epsilon goes to the noise and the release uses "
+        why.append(f"where tau is not bought (see the tau line), the whole epsilon goes to the noise and the release uses "
                    f"the a-priori tau = {hi:g}; where tau is bought, part of epsilon buys it (the split above) and less "
                    "is left for the noise — every row is priced at tau = 1, and a bought tau is at most that upper "
                    "end, so the release's noise scales down with it"

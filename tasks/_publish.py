@@ -105,10 +105,11 @@ def _guarantee(plan: MeanPlan, unit: str) -> str:
 def bought_text(choices: Any) -> str:
     """The guarantee's clause for each public choice bought with the release (``tau: auto``; empty without).
 
-    A choice that bought nothing (``tuning.tau.a_priori_fallback@2``) is named as the public value it is.
+    A choice that bought nothing (``tuning.tau.a_priori_fallback@2``, ``tuning.tau.bound_pays@1``) is named as the
+    public value it is, with the reason.
     """
     return "".join(
-        f"; {c.name} = {c.value:.6g} is the public upper end of its range (n * epsilon too small to buy it)"
+        f"; {c.name} = {c.value:.6g} is the public upper end of its range ({c.a_priori_reason})"
         if c.a_priori else
         f"; of which epsilon {c.epsilon:g} buys {c.name} = {c.value:.6g} by OpenDP's DP quantile "
         f"(level {c.alpha:.4g}, exponential mechanism; {c.formula_id}), published with the release"

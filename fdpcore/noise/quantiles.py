@@ -52,6 +52,8 @@ __all__ = [
     "PublicChoice",
     "centre_candidates",
     "a_priori_tau_choice",
+    "BOUND_PAYS_FORMULA",
+    "bound_pays",
     "centre_choice",
     "default_tau_range",
     "dp_quantile",
@@ -131,6 +133,14 @@ class PublicChoice:
         """True for ``tau: auto`` that bought nothing: the public upper end of its range (:func:`a_priori_tau_choice`)."""
         return self.epsilon == 0.0
 
+    @property
+    def a_priori_reason(self) -> str:
+        """Why an a-priori choice bought nothing, as the plan, manifest and guarantee say it (public)."""
+        if self.formula_id == BOUND_PAYS_FORMULA:
+            return ("with the mean's size stated, buying it could not pay for its split even at the lowest tau worth "
+                    "buying (tuning.tau.bound_pays@1)")
+        return "n * epsilon is too small to buy it"
+
     def record(self, **fields: object) -> dict[str, object]:
         """The manifest fields every choice has (name, value, split, formula), then ``fields``."""
         return {"name": self.name, "value": self.value, "epsilon": self.epsilon, "delta": 0.0,
@@ -139,8 +149,8 @@ class PublicChoice:
     def as_manifest(self) -> dict[str, object]:
         """The manifest record of this choice (public: parameters and the private output)."""
         if self.a_priori:
-            return self.record(mechanism="none: n * epsilon is too small for a DP quantile, so tau is the public upper "
-                                         "end of tau_range (a priori; no data read, nothing charged)")
+            return self.record(mechanism=f"none: {self.a_priori_reason}, so tau is the public upper end of tau_range "
+                                         "(a priori; no data read, nothing charged)")
         return self.record(
             quantile_level=self.alpha,
             candidates={"first": self.candidates[0], "last": self.candidates[-1], "count": len(self.candidates)},
@@ -477,7 +487,35 @@ def tau_choice(n: int, epsilon_tau: float, unit_noise_rmse: float, tau_range: tu
     return PublicChoice("tau", epsilon_tau, TAU_FORMULA, alpha, cands)
 
 
-def a_priori_tau_choice(tau_range: tuple[float, float]) -> PublicChoice:
+#: The formula id of :func:`bound_pays`: ``tau: auto`` of a mean of stated size takes the a-priori bound.
+BOUND_PAYS_FORMULA = "tuning.tau.bound_pays@1"
+
+
+def bound_pays(epsilon: float, epsilon_tau: float, tau_range: tuple[float, float]) -> bool:
+    r"""Whether a mean of stated size (``tuning.signal_rms``) should take ``tau``'s a-priori bound rather than buy it (``tuning.tau.bound_pays@1``).
+
+    .. math:: \tau_{lo}\,10^{s/d}\ \ge\ \tau_{hi}\,\frac{\epsilon-\epsilon_\tau}{\epsilon}
+
+    With the mean's size stated, the release's expected error (smoothing bias of a mean of that size plus noise,
+    minimised over the tuning) depends on ``tau`` and the mechanism's epsilon only through ``tau / epsilon`` (the
+    Laplace noise scales as ``tau / epsilon``, the bias does not depend on either), so buying pays exactly when the
+    released ``tau`` is below ``tau_hi (epsilon - epsilon_tau) / epsilon`` (``epsilon``: what the mechanism and the
+    split share; ``fdp plan``'s break-even). The DP quantile lands no lower than the range's lower end ``tau_lo``
+    (raised to the stated mean's norm: a smaller ``tau`` clips the mean itself, and near it most records are
+    clipped), and its dithered norms spread a draw ``s = TAU_DITHER_STEPS`` candidate steps (``d = TAU_PER_DECADE``
+    per decade: a factor 1.26) either side of its target; where a draw one dither width above ``tau_lo`` would not
+    beat the bound, the bound is taken, for free (docs/proofs/tuning.tau.bound_pays@1.md). Public inputs only.
+
+    >>> bound_pays(0.5, 0.25, (0.49, 1.0)), bound_pays(2.0, 0.5, (0.49, 1.0))  # half of epsilon: no; a quarter: buy
+    (True, False)
+    """
+    e = _validate.positive_finite("epsilon", epsilon)
+    lo = _validate.positive_finite("tau_range lower end", tau_range[0], privacy=False)
+    hi = _validate.positive_finite("tau_range upper end", tau_range[1], privacy=False)
+    return bool(lo * 10.0 ** (TAU_DITHER_STEPS / TAU_PER_DECADE) >= hi * (e - epsilon_tau) / e)
+
+
+def a_priori_tau_choice(tau_range: tuple[float, float], formula: str = "tuning.tau.a_priori_fallback@2") -> PublicChoice:
     """``tau: auto`` when ``n * epsilon`` is too small for its DP quantile: the range's upper end (``tuning.tau.a_priori_fallback@2``).
 
     The upper end of the public search range is the a-priori bound of a rescaled record (values in
@@ -490,7 +528,7 @@ def a_priori_tau_choice(tau_range: tuple[float, float]) -> PublicChoice:
     (1.0, 0.0, True)
     """
     hi = _validate.positive_finite("tau_range upper end", tau_range[1], privacy=False)
-    return PublicChoice("tau", 0.0, "tuning.tau.a_priori_fallback@2", 1.0, (hi,))
+    return PublicChoice("tau", 0.0, formula, 1.0, (hi,))
 
 
 def epsilon_after_choices(epsilon: float, choices: tuple[PublicChoice, ...]) -> float:

@@ -89,6 +89,7 @@ _ENTRIES = [
     # epsilon buys the quantile down to half the floor); kept resolvable for old manifests
     Formula("tuning.tau.a_priori_fallback@1", "fdpcore.noise.quantiles.a_priori_tau_choice", "§1.7, §12.3 (derived here)", "RULE"),
     Formula("tuning.tau.a_priori_fallback@2", "fdpcore.noise.quantiles.a_priori_tau_choice", "§1.7, §12.3 (derived here)", "RULE"),
+    Formula("tuning.tau.bound_pays@1", "fdpcore.noise.quantiles.bound_pays", "§1.7, §5.1 (derived here)", "RULE"),
     Formula("tuning.tau.quantile_level@1", "fdpcore.noise.quantiles.tau_quantile_level", "§1.7 (derived here)", "RULE"),
     Formula("tuning.tau.quantile_level@2", "fdpcore.noise.quantiles.tau_quantile_level", "§1.7 (derived here)", "RULE"),
     # @3: tau's split is also raised (up to a quarter of epsilon) so the level can reach 0.8 (the mean)

@@ -57,11 +57,13 @@ from fdpcore.noise.iclp import (
     whitened_expected_sq_error,
 )
 from fdpcore.noise.quantiles import (
+    BOUND_PAYS_FORMULA,
     CENTRE_CANDIDATES,
     DEFAULT_CENTRE_SHARE,
     DEFAULT_TAU_SHARE,
     PublicChoice,
     a_priori_tau_choice,
+    bound_pays,
     centre_choice,
     choice_epsilon,
     default_tau_range,
@@ -718,6 +720,9 @@ def auto_public_choices(
             e_tau = tau_epsilon(n, epsilon, tau_share, len(tau_candidates(*tau_range)))
         except PrivacyParameterError:  # n * epsilon too small for a DP quantile: the public upper end, for free
             return (*choices, a_priori_tau_choice(tau_range))
+        left = epsilon - sum(c.epsilon for c in choices)
+        if plan_kwargs.get("signal_rms") is not None and bound_pays(left, e_tau, tau_range):
+            return (*choices, a_priori_tau_choice(tau_range, BOUND_PAYS_FORMULA))
         provisional = tau_choice(n, e_tau, 1.0, tau_range)
         unit = plan_mean_release(grid, kernel, n=n, tau=1.0, epsilon=epsilon, secure=False,
                                  public_choices=(*choices, provisional), **plan_kwargs)  # type: ignore[arg-type]

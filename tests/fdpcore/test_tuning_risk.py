@@ -276,3 +276,59 @@ def test_a_stated_mean_size_beats_half_of_a_bought_tau_where_records_sit_at_the_
     stated = _expected_sq_error(x, tau, 0.5, signal_rms=rms)
     assert stated < 0.8 * half
     assert stated < _expected_sq_error(x, tau, 0.5, signal_rms=rms / 10)
+
+
+def test_a_stated_mean_size_takes_the_bound_where_buying_tau_cannot_pay_and_the_rule_is_the_plans_error() -> None:
+    """tuning.tau.bound_pays@1: with the mean's size stated the minimised prior risk depends on tau / epsilon_m only,
+    so buying pays iff the released tau is below tau_hi * (epsilon - epsilon_tau) / epsilon; the rule plans on a draw
+    one dither width (x 1.26) above the range's lower end (the stated mean's norm) and takes the bound where that does
+    not pay. Its decision is the plan's own comparison at that draw, at every epsilon tried; nothing stated never
+    triggers it (the lower end stays at 0.01 of the bound)."""
+    from fdpcore.errors import PrivacyParameterError
+    from fdpcore.noise.quantiles import (
+        BOUND_PAYS_FORMULA,
+        DEFAULT_TAU_SHARE,
+        TAU_DITHER_STEPS,
+        TAU_PER_DECADE,
+        bound_pays,
+        default_tau_range,
+        tau_candidates,
+        tau_choice,
+        tau_epsilon,
+    )
+
+    g = midpoint_grid(31)
+    step = 10.0 ** (TAU_DITHER_STEPS / TAU_PER_DECADE)
+    rms, n = 0.49, 93
+    lo, hi = default_tau_range(1.0, rms)
+    assert (lo, hi) == (pytest.approx(rms), 1.0)  # the range starts at the stated mean's norm
+    decisions = []
+    for eps in (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 5.0, 10.0):
+        (choice,) = auto_public_choices(g, MATERN, n=n, epsilon=eps, tau_auto=True, signal_rms=rms)
+        try:
+            e_tau = tau_epsilon(n, eps, DEFAULT_TAU_SHARE, len(tau_candidates(lo, hi)))
+        except PrivacyParameterError:  # below the quantile's floor: the older fallback, not this rule
+            assert choice.formula_id == "tuning.tau.a_priori_fallback@2"
+            continue
+        bound = plan_mean_release(g, MATERN, n=n, tau=1.0, epsilon=eps, signal_rms=rms, secure=False)
+        provisional = tau_choice(n, e_tau, 1.0, (lo, 1.0))
+        bought = plan_mean_release(g, MATERN, n=n, tau=lo * step, epsilon=eps, signal_rms=rms, secure=False,
+                                   public_choices=(provisional,))
+        assert bound.prior_sq_l2_risk is not None and bought.prior_sq_l2_risk is not None
+        takes_bound = bought.prior_sq_l2_risk >= bound.prior_sq_l2_risk * (1 - 1e-9)
+        assert choice.a_priori == takes_bound == bound_pays(eps, e_tau, (lo, hi)), eps
+        if choice.a_priori:
+            assert choice.formula_id == BOUND_PAYS_FORMULA and choice.epsilon == 0.0 and choice.candidates == (1.0,)
+        decisions.append(choice.a_priori)
+        (unstated,) = auto_public_choices(g, MATERN, n=n, epsilon=eps, tau_auto=True)
+        assert unstated.formula_id != BOUND_PAYS_FORMULA  # lower end 0.01: buying can pay (or n * eps is too small)
+    assert True in decisions and False in decisions  # both sides of the rule were exercised
+    # the released choice says why, in the manifest's mechanism and the reason the plan and guarantee print
+    (at_half,) = auto_public_choices(g, MATERN, n=n, epsilon=0.5, tau_auto=True, signal_rms=rms)
+    assert at_half.formula_id == BOUND_PAYS_FORMULA
+    assert "could not pay for its split" in at_half.a_priori_reason
+    assert "could not pay" in str(at_half.as_manifest()["mechanism"])
+    release = release_mean(np.zeros((n, 31)) + 0.3, g, epsilon=0.5, tau="auto", kernel=MATERN, signal_rms=rms,
+                           secure=False, rng=np.random.default_rng(0))
+    assert release.plan.tau == 1.0 and release.plan.signal_fraction == pytest.approx(rms)
+    assert [s["name"] for s in release.plan.budget_splits] == ["mean"] and "tuning.tau.bound_pays@1" in release.plan.formulas

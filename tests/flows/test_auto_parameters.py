@@ -117,6 +117,39 @@ def test_a_stated_mean_size_is_recorded_with_the_fraction_of_the_released_tau_it
     assert "with the smoothing re-chosen there for the stated signal_rms (not that figure scaled)" in out
 
 
+def test_a_stated_mean_size_near_the_bound_takes_the_bound_says_why_and_charges_only_the_mean(
+        make_config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """tuning.tau.bound_pays@1: a stated mean of norm 0.8 on [0, 1] puts tau's lowest candidate at 0.8, within the
+    dither's factor 1.26 of the bound 1, so no split of epsilon can pay for the quantile: tau is the bound, no norm is
+    read, the whole epsilon goes to the mean, and the plan, manifest and guarantee give this reason (not n * epsilon)."""
+    ledger = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    read: list[int] = []
+    original = mean_tasks.draw_public_choice
+
+    def spy(choice, values):  # type: ignore[no-untyped-def]
+        read.append(len(values))
+        return original(choice, [])
+
+    monkeypatch.setattr(mean_tasks, "draw_public_choice", spy)
+    cfg = make_config(clipping__tau="auto", tuning={"signal_rms": 0.8}, privacy__epsilon=2.0)
+    assert main(["plan", str(cfg), "--epsilon", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "tau at epsilon 2: with the mean's size stated, buying it could not pay for its split" in out
+    assert "n * epsilon is too small to buy it" not in out
+    assert _release(cfg, tmp_path / "out", ledger, "bound") == 0
+    assert len(read) == 1  # the draw was made without the norms (the spy passes none)
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["budget_splits"] == [{"name": "mean", "epsilon": 2.0, "delta": 0.0}]
+    (choice,) = manifest["parameters"]["public_choices"]
+    assert (choice["epsilon"], choice["formula"], choice["value"]) == (0.0, "tuning.tau.bound_pays@1", 1.0)
+    assert "could not pay for its split" in choice["mechanism"]
+    assert "could not pay for its split" in manifest["privacy"]["guarantee"]
+    assert "tuning.tau.bound_pays@1" in manifest["formulas"]
+    assert manifest["parameters"]["tuning"]["signal_fraction"] == pytest.approx(0.8)
+    (row,) = Ledger(ledger).releases()
+    assert (row.epsilon, row.budget_splits) == (2.0, [{"name": "mean", "epsilon": 2.0, "delta": 0.0}])
+
+
 def test_auto_offset_refused_before_any_charge_when_n_epsilon_is_too_small(make_config, tmp_path: Path,
                                                                            capsys: pytest.CaptureFixture[str]) -> None:
     ledger = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
