@@ -59,17 +59,14 @@ def curves_png(
 ) -> bytes:
     """One line per released curve (and an optional band) as PNG bytes, without volatile metadata.
 
-    With three or more legend entries, or one longer than 60 characters, the legend sits under the axes, so it never
-    covers a curve. ``styles`` overrides the line style of a named curve (e.g. a thin dashed line for a secondary curve).
+    The legend sits under the axes, so it never covers a curve (trial Y: a two-entry legend placed "best" still sat on
+    the released curve). ``styles`` overrides the line style of a named curve (e.g. a thin dashed line for a secondary curve).
     ``subtitle`` (a second, smaller title line) states public numbers, e.g. the release's epsilon and tau
     (:func:`privacy_subtitle`).
     """
     plt = _pyplot()
     entries = len(curves) + (band is not None)
-    longest = max(len(label) for label in [*curves, *([band_label] if band is not None else [])])
-    below = entries > 2 or longest > 60  # three or more entries, or a long one, would cover the curves: under the axes
-    fig, ax = plt.subplots(figsize=(6.0, 3.6 + (0.2 * entries + 0.3 if below else 0.0) + (0.4 if subtitle else 0.0)),
-                           dpi=100)
+    fig, ax = plt.subplots(figsize=(6.0, 3.6 + 0.2 * entries + 0.3 + (0.4 if subtitle else 0.0)), dpi=100)
     if band is not None:
         ax.fill_between(t, band[0], band[1], color="tab:blue", alpha=0.18, linewidth=0, label=band_label)
     for label, values in curves.items():
@@ -81,10 +78,7 @@ def curves_png(
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title if subtitle is None else f"{title}\n{subtitle}", fontsize=10 if subtitle is None else 9)
-    if below:
-        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
-    else:
-        ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
     return _finish(plt, fig, [ax.title], legend_ax=ax)
 
 
