@@ -169,12 +169,15 @@ def mean_rows(data: Data, epsilons: tuple[float, ...], draws: int, offset_auto: 
                              signal_rms=data.signal_rms)
             sq[i] = _sq_err(r.values, xbar, grid)[0]
             taus[i] = r.plan.tau
+            kept = [c.formula_id for c in r.plan.public_choices if c.a_priori]
         eta, psi, exact_sq = oracle_choice(data, eps)
         d_rmse = math.sqrt(sq.mean()) * data.scale
         o_rmse = math.sqrt(exact_sq) * data.scale
         row = [f"{eps:g}", f"{d_rmse:.4g}", f"{d_rmse / ref:.4f}", f"{o_rmse:.4g}", f"{o_rmse / ref:.4f}",
                f"{d_rmse / o_rmse:.2f}",
-               f"{np.median(taus):.3g}" + (" (auto)" if tau_mode == "auto" else " (a priori)"), f"{tau_max:.3g}", f"{eta:g}, {psi:.2g}"]
+               f"{np.median(taus):.3g}" + (" (a priori)" if tau_mode != "auto" else
+                                           f" (auto: a priori, {kept[0]})" if kept else " (auto)"),
+               f"{tau_max:.3g}", f"{eta:g}, {psi:.2g}"]
         if data.fixed_tau is not None:
             old = release_mean(x, grid, epsilon=eps, tau=data.fixed_tau, kernel=data.kernel, tuning="exact_balanced",
                                draws=draws, secure=False, rng=rng)
