@@ -415,18 +415,25 @@ def print_plan(report: dict[str, Any]) -> None:
     if fixed:
         hi = next(b["candidates"][-1] for r in report["rows"] for b in r.get("bought") or ()
                   if b["a_priori"] and b["name"] == "tau")
-        reasons = {b["formula"] for r in report["rows"] for b in r.get("bought") or ()
-                   if b["a_priori"] and b["name"] == "tau"}
-        why = " or ".join(("with the mean's size stated, buying it could not pay for its split (a draw one dither "
-                           "width above the lowest candidate would not beat the upper end with the whole epsilon: "
-                           "tuning.tau.bound_pays@1)") if f == BOUND_PAYS_FORMULA else "n * epsilon is too small to buy it"
-                          for f in sorted(reasons))
-        print(f"  tau at epsilon {', '.join(f'{e:g}' for e in fixed)}: {why}, so it is the "
-              f"public upper end of tau_range, {hi:g} (a priori, nothing charged for it)"
+        by_reason: dict[str, list[float]] = {}
+        for r in report["rows"]:
+            for b in r.get("bought") or ():
+                if b["a_priori"] and b["name"] == "tau":
+                    by_reason.setdefault(b["formula"], []).append(r["epsilon"])
+        why = "; ".join(("with the mean's size stated, buying it could not pay for its split (a draw one dither width "
+                         "above the lowest candidate would not beat the upper end with the whole epsilon: "
+                         "tuning.tau.bound_pays@1)" if f == BOUND_PAYS_FORMULA else "n * epsilon is too small to buy it")
+                        + (f" (at {', '.join(f'{e:g}' for e in eps)})" if len(by_reason) > 1 else "")
+                        for f, eps in by_reason.items())
+        follows = bool(report.get("tuning_follows_tau"))
+        print(f"  tau at epsilon {', '.join(f'{e:g}' for e in fixed)}: {why}, so it is the public upper end of "
+              f"tau_range, {hi:g} (a priori, nothing charged for it)"
               + ("; rows marked * are on that footing, the others buy tau and are priced at tau = 1: their error is "
-                 "that figure times " + ("the square of " if report["summary"] in ("covariance", "fpca") else "")
-                 + "the tau they release (usually well below 1), so two rows with the same figure are not the same "
-                 "accuracy" if len(fixed) < len([r for r in report["rows"] if "error" not in r]) else ""))
+                 + ("lower at the smaller tau they release (not in proportion: the smoothing is re-chosen there)"
+                    if follows else "that figure times " + ("the square of " if report["summary"] in ("covariance", "fpca")
+                                                            else "") + "the tau they release (usually well below 1)")
+                 + ", so two rows with the same figure are not the same accuracy"
+                 if len(fixed) < len([r for r in report["rows"] if "error" not in r]) else ""))
         signal = a_priori_signal_text(report["summary"], fixed, report["rows"])
         if signal is not None:
             print(f"  {signal}")

@@ -136,6 +136,10 @@ def test_a_stated_mean_size_near_the_bound_takes_the_bound_says_why_and_charges_
     out = capsys.readouterr().out
     assert "tau at epsilon 2: with the mean's size stated, buying it could not pay for its split" in out
     assert "n * epsilon is too small to buy it" not in out
+    assert main(["plan", str(cfg), "--epsilon", "0.05", "--epsilon", "2"]) == 0  # each epsilon with its own reason
+    out = capsys.readouterr().out
+    assert "tau at epsilon 0.05, 2: n * epsilon is too small to buy it (at 0.05); with the mean's size stated" in out
+    assert "tuning.tau.bound_pays@1) (at 2), so it is the public upper end of tau_range, 1" in out
     assert _release(cfg, tmp_path / "out", ledger, "bound") == 0
     assert len(read) == 1  # the draw was made without the norms (the spy passes none)
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
