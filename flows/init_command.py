@@ -171,6 +171,8 @@ def init_config(  # noqa: PLR0913 - one argument per command-line option
                   "# centering:   # optional PUBLIC reference curve r(t), e.g. published growth medians or a climatology:",
                   "#              # records are centred on it before clipping and it is added back after the noise, so",
                   "#              # clipping and smoothing shrink deviations from r, not from the constant value_offset",
+                  "#              # (a straight line through two public figures will do for a trend: without it the",
+                  "#              # smoothing pulls a trending mean towards value_offset most at the ends of time_domain)",
                   f"#   time: [{time_domain[0]!r}, {time_domain[1]!r}]     # source time units, strictly increasing, covering time_domain",
                   f"#   value: [{value_offset!r}, {value_offset!r}]   # source value units at those times; never computed from this data",
                   "#   source: \"where the reference comes from\"   # published in the manifest (docs/summaries/mean.md)",

@@ -365,8 +365,9 @@ def test_init_mean_reference_block_validates_once_uncommented(tmp_path: Path) ->
     assert _init(DATA, tmp_path / "m.yaml") == 0
     lines = (tmp_path / "m.yaml").read_text().splitlines()
     start = next(i for i, ln in enumerate(lines) if ln.startswith("# centering:"))
-    block = [ln[2:] for ln in lines[start:] if ln.startswith("# ") or ln.startswith("#   ")][:6]
-    text = "\n".join(lines[:start] + [ln for ln in block if not ln.lstrip().startswith("#")] + lines[start + 6:])
+    end = next(i for i in range(start, len(lines)) if lines[i].startswith("#   source:")) + 1
+    block = [ln[2:] for ln in lines[start:end]]
+    text = "\n".join(lines[:start] + [ln for ln in block if not ln.lstrip().startswith("#")] + lines[end:])
     (tmp_path / "r.yaml").write_text(text)
     config = load_config(tmp_path / "r.yaml")
     assert config.centering is not None and config.centering.source == "where the reference comes from"

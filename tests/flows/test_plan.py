@@ -647,3 +647,22 @@ def test_a_fosr_config_without_shares_keeps_the_hash_of_its_earlier_releases() -
     with_shares = config.model_copy(update={"covariates": [
         config.covariates[0].model_copy(update={"shares": {"M": 0.5, "F": 0.5}})]})
     assert config_sha256(with_shares) != config_sha256(config)
+
+
+def test_a_means_with_bias_legend_warns_of_the_ends_unless_centred_on_a_reference(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Trial Z (H1): the smoothing pulls a trending mean towards value_offset most at the ends of time_domain (life
+    expectancy 2007: -4.9 years against an RMS-over-time figure of 1.8), so the plan's 'with bias' legend says the figure
+    is an average over time and names the remedy; centred on a public reference curve the line is not printed."""
+    example = REPO / "examples" / "electricity_mean.yaml"
+    plain = write_config(tmp_path, example)
+    centred = write_config(tmp_path, example, centering={"time": [0.5, 48.5], "value": [1400.0, 1600.0],
+                                                         "source": "a straight line through two public figures"})
+    assert main(["plan", str(plain), "--epsilon", "1"]) == 0
+    legend = next(ln for ln in capsys.readouterr().out.splitlines() if ln.strip().startswith("with bias:"))
+    assert "an average over time" in legend and "ends of time_domain" in legend and "straight line" in legend
+    assert main(["plan", str(centred), "--epsilon", "1"]) == 0
+    legend = next(ln for ln in capsys.readouterr().out.splitlines() if ln.strip().startswith("with bias:"))
+    assert "ends of time_domain" not in legend
+    assert _plan_json(capsys, str(centred), "--epsilon", "1")["centred_on_reference"] is True
+    assert _plan_json(capsys, str(plain), "--epsilon", "1")["centred_on_reference"] is False
