@@ -308,6 +308,11 @@ def _covariate_lines(covariates: list[str], levels: dict[str, list[str]], bound:
                 lines += [f"    # two levels: encoding: {{{_q(a)}: -1, {_q(b)}: 1}} instead of one_hot is better conditioned "
                           "(T1 ~ I when the groups are of similar size, so the inverse amplifies the noise less);",
                           "    # its coefficient is then half the difference between the groups (docs/summaries/fosr.md)"]
+    if any(c in levels for c in covariates):
+        lines.append("covariates_within_unit: error   # a unit's covariate must not change between its rows (else exit 2 "
+                     "before any charge): one level per unit, so two indicators of one one-hot covariate are never "
+                     "both 1 and their design moment is set to 0 exactly (postprocess.fosr.structural_zeros@1); "
+                     "'average' takes a unit's mean instead")
     lines.append("intercept: true")
     if all(c in levels for c in covariates) and bound == math.sqrt(len(covariates)):
         lines.append(f"covariate_bound: {bound!r}   # PUBLIC: sqrt({len(covariates)}): each one-hot block adds at most 1 to "

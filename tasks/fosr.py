@@ -179,6 +179,7 @@ def public_fosr_release(
                                                    **_t2_tuning_note(p)},
             "covariates": [c.model_dump() for c in config.covariates], "intercept": p.intercept,
             "design_columns": [label for label, _, _ in config.design_columns()],
+            "structural_zeros": [list(pair) for pair in p.zero_pairs],
             "p": p.p, "covariate_bound": p.bound,
             "covariate_bound_meaning": "||z_i||_2 <= B_z on the non-constant covariates" if p.intercept
             else "||x_i||_2 <= B_x", "tau_y": p.tau_y,
@@ -206,7 +207,11 @@ def public_fosr_release(
                                "band_lower_<name>/band_upper_<name>: 95% pointwise band of the T2 noise given the "
                                "released T1 (simulated from the noise alone; T1's own noise not included)",
         },
-        noise={"T1": f"Lap({p.calibration1.scale:.6g}) on each of the {len(p.t1_index[0])} noised entries",
+        noise={"T1": f"Lap({p.calibration1.scale:.6g}) on each of the {len(p.t1_index[0])} noised entries"
+                     + (f"; then {len(p.zero_pairs)} entries (parameters.structural_zeros, design indices with the "
+                        "intercept 0) set to 0: two indicators of one one-hot covariate, which every unit takes at one "
+                        "level (covariates_within_unit: error), are never both non-zero (public; post-processing, "
+                        "postprocess.fosr.structural_zeros@1)" if p.zero_pairs else ""),
                "T2": "coefficient (m, l) ~ Lap(whitened_scale_T2 sqrt(lambda_l)) for each of the p curves",
                "whitened_scale_T1": p.calibration1.scale, "whitened_scale_T2": p.calibration2.scale,
                "sampler": _publish.SAMPLER_TEXT["laplace"],

@@ -35,6 +35,7 @@ from fdpcore.summaries.erm import plan_erm_release
 from fdpcore.summaries.fosr import (
     fosr_t2_coefficient_noise,
     given_t1,
+    one_hot_zero_pairs,
     plan_fosr_release,
     safe_inverse_shrinkage,
     t2_amplification,
@@ -255,8 +256,26 @@ def fosr_plan(config: Any, n: int, tau: float | None = None, choices: tuple[Publ
         release_grid(config), config.kernel, n=n, n_covariates=config.n_design_columns, intercept=config.intercept,
         bound=config.covariate_bound, tau_y=_radius(config, tau), epsilon=config.privacy.epsilon,
         gamma=config.split.gamma, eta=t.eta, psi=t.psi, tuning=t.rule, floor=config.split.floor, secure=True,
-        public_choices=_choices(config, n, choices),
+        public_choices=_choices(config, n, choices), zero_pairs=fosr_zero_pairs(config),
     )
+
+
+def fosr_zero_pairs(config: Any) -> tuple[tuple[int, int], ...]:
+    """The entries of ``T1`` that a FoSR config's public encoding makes zero (``postprocess.fosr.structural_zeros@1``).
+
+    Pairs of indicators of one one-hot covariate, in design order (the intercept's column 0 first), and only with
+    ``covariates_within_unit: error``: then every unit takes one level, so two indicators are never both non-zero;
+    with ``average`` a unit whose rows span two levels gets a share of each, and their product is not zero.
+    """
+    if config.covariates_within_unit != "error":
+        return ()
+    blocks: dict[str, list[int]] = {}
+    first = 1 if config.intercept else 0
+    for k, (_, column, enc) in enumerate(config.design_columns()):
+        spec = next(c for c in config.covariates if c.name == column)
+        if spec.encoding == "one_hot" and isinstance(enc, dict):
+            blocks.setdefault(column, []).append(first + k)
+    return one_hot_zero_pairs(list(blocks.values()))
 
 
 def fosr_balanced_t1(config: Any) -> Any:

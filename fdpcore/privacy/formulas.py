@@ -156,6 +156,7 @@ _ENTRIES = [
     Formula("sensitivity.fosr.t2.exact@1", "fdpcore.summaries.fosr.fosr_t2_sensitivity", "§7, §14 item 9", "EXACT"),
     Formula("tuning.fosr.gamma_balanced@1", "fdpcore.summaries.fosr.fosr_gamma_balanced", "§7 (derived here)", "RULE"),
     Formula("tuning.fosr.t2_given_t1@1", "fdpcore.summaries.fosr.given_t1", "§7, §12.1 (derived here)", "RULE"),
+    Formula("postprocess.fosr.structural_zeros@1", "fdpcore.summaries.fosr.zero_structural", "§7 (derived here)", "DEFINITION"),
     Formula("postprocess.fosr.safe_inverse@1", "fdpcore.summaries.fosr.safe_inverse", "§7", "DEFINITION"),
 ]
 

@@ -22,7 +22,7 @@ Whitened coordinates and OpenDP sampling are those of :mod:`fdpcore.noise.iclp`.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -54,6 +54,9 @@ __all__ = [
     "clip_covariates",
     "design_matrix",
     "draw_fosr_release",
+    "one_hot_zero_pairs",
+    "zero_structural",
+    "STRUCTURAL_ZEROS_FORMULA",
     "fosr_coefficient_noise",
     "fosr_floor",
     "fosr_gamma_balanced",
@@ -246,6 +249,50 @@ def safe_inverse_pass_through(t1_released: ArrayLike, floor: float) -> NDArrayFl
     return out
 
 
+#: The formula id of :func:`zero_structural` (``T1~`` set to 0 where the public encoding makes ``T1`` zero).
+STRUCTURAL_ZEROS_FORMULA = "postprocess.fosr.structural_zeros@1"
+
+
+def one_hot_zero_pairs(blocks: Sequence[Sequence[int]]) -> tuple[tuple[int, int], ...]:
+    """The design entries ``(j, k)``, ``j < k``, that one-hot blocks make zero for every record (public).
+
+    ``blocks``: the design column indices (intercept 0) of each one-hot covariate's indicators. A record takes at most
+    one level of a covariate, so two indicators of one block are never both non-zero, before or after the record-wise
+    clipping of the covariates (which scales a row, never moves a zero), and their product is 0.
+
+    >>> one_hot_zero_pairs([[1, 2, 3], [5]])
+    ((1, 2), (1, 3), (2, 3))
+    """
+    return tuple(sorted((min(a, b), max(a, b)) for block in blocks for i, a in enumerate(block) for b in block[i + 1:]))
+
+
+def _checked_zero_pairs(pairs: Sequence[tuple[int, int]], p: int, intercept: bool) -> tuple[tuple[int, int], ...]:
+    out = []
+    for pair in pairs:
+        j, k = (int(v) for v in pair)
+        if not (0 <= j < k < p) or (intercept and j == 0):
+            raise DomainError(f"zero_pairs: ({j}, {k}) is not an off-diagonal pair of two covariate columns of the "
+                              f"{p}-column design (j < k, the intercept's column 0 excluded)")
+        out.append((j, k))
+    return tuple(sorted(set(out)))
+
+
+def zero_structural(t1: ArrayLike, pairs: Sequence[tuple[int, int]]) -> NDArrayFloat:
+    """``T1~`` (one ``p x p`` matrix or a stack) with the entries ``pairs`` and their mirrors set to 0 (``postprocess.fosr.structural_zeros@1``).
+
+    Post-processing of the released ``T1~`` with public knowledge: the encoding makes those entries of ``T1`` zero on
+    every dataset, so the result is as private as ``T1~`` and exact there.
+
+    >>> zero_structural([[1.0, 0.2, 0.1], [0.2, 0.3, 0.05], [0.1, 0.05, 0.2]], [(1, 2)]).tolist()
+    [[1.0, 0.2, 0.1], [0.2, 0.3, 0.0], [0.1, 0.0, 0.2]]
+    """
+    out = np.array(t1, dtype=np.float64)
+    for j, k in pairs:
+        out[..., j, k] = 0.0
+        out[..., k, j] = 0.0
+    return out
+
+
 def fosr_moments(design: ArrayLike, curve_coefficients: ArrayLike) -> tuple[NDArrayFloat, NDArrayFloat]:
     """``T1 = X^T X / n`` (``p x p``) and ``G = X^T Theta / n`` (``p x J``, the coefficients of ``T2``) (formula ``estimator.fosr.ols@1``).
 
@@ -310,6 +357,9 @@ class FosrPlan:
         t2_amplification: ``None`` in a plan made from public inputs; in the plan of a draw whose ``(eta, psi)`` were
             chosen from the released ``T1~`` (:func:`given_t1`), the factor ``tr(T1~^+ T1~^+) / p`` they were chosen
             with (post-processing of ``T1~``).
+        zero_pairs: design entries ``(j, k)``, ``j < k``, that are zero for every record by the public encoding (two
+            indicators of one one-hot covariate, :func:`one_hot_zero_pairs`); ``T1~`` is set to 0 there after its
+            noise (``postprocess.fosr.structural_zeros@1``).
     """
 
     basis: Eigenbasis
@@ -336,6 +386,7 @@ class FosrPlan:
     public_choices: tuple[PublicChoice, ...] = ()
     signal_fraction: float = DEFAULT_SIGNAL_FRACTION
     t2_amplification: float | None = None
+    zero_pairs: tuple[tuple[int, int], ...] = ()
 
     @property
     def epsilon_mechanism(self) -> float:
@@ -389,6 +440,8 @@ class FosrPlan:
             ids.add(self.tuning_formula)
         if self.tuning_formula == T2_GIVEN_T1:  # the risk_prior rule, with T1~'s amplification
             ids.add("tuning.risk.iclp_qr.prior@1")
+        if self.zero_pairs:
+            ids.add(STRUCTURAL_ZEROS_FORMULA)
         return sorted(ids | choice_formulas(self.public_choices))
 
 
@@ -420,6 +473,7 @@ def plan_fosr_release(
     secure: bool = True,
     signal_fraction: float = DEFAULT_SIGNAL_FRACTION,
     public_choices: tuple[PublicChoice, ...] = (),
+    zero_pairs: Sequence[tuple[int, int]] = (),
 ) -> FosrPlan:
     """Fix the noise of a FoSR release from public inputs only (MATH.md §7).
 
@@ -446,6 +500,9 @@ def plan_fosr_release(
             ``T1`` and ``T2``, and ``tau_y`` is the value it released. The balanced ``gamma`` and the rule are
             computed at ``tau_Y = 1`` (they do not depend on ``tau_Y``), so the cost priced before the draw
             is the cost after it.
+        zero_pairs: design entries ``(j, k)`` (column indices, the intercept 0) zero for every record by the public
+            encoding (:func:`one_hot_zero_pairs`): ``T1~`` is set to 0 there after the noise
+            (``postprocess.fosr.structural_zeros@1``); the noise and the cost are unchanged.
 
     Raises:
         PrivacyParameterError: non-positive epsilon, radii or parameters; ``gamma`` outside (0, 1).
@@ -499,7 +556,8 @@ def plan_fosr_release(
     cal2 = calibrate_iclp(d2, e2, n_basis=p * basis.n_basis, secure=secure)
     rho_min = fosr_floor(d1, e1, p) if floor is None else _validate.positive_finite("floor", floor)
     return FosrPlan(basis, n, p, bool(intercept), bound, tau_y, total, g, e1, e2, gamma_rule, eta, psi, rule,
-                    rule_formula, beta, d1, d2, cal1, cal2, rho_min, tuple(public_choices), signal_fraction)
+                    rule_formula, beta, d1, d2, cal1, cal2, rho_min, tuple(public_choices), signal_fraction,
+                    zero_pairs=_checked_zero_pairs(zero_pairs, p, intercept))
 
 
 def summarise_fosr(
@@ -711,6 +769,7 @@ def draw_fosr_release(
     t1[:, iu[1], iu[0]] = noisy1
     if plan.intercept:
         t1[:, 0, 0] = 1.0
+    t1 = zero_structural(t1, plan.zero_pairs)
     plans = tuple(given_t1(plan, m) for m in t1)
     inv = np.stack([safe_inverse(m, plan.floor) for m in t1])
     if all(pl is plan for pl in plans):  # no draw re-chose its pair (a fixed pair or a PSS rule): T2's noise in one call
@@ -776,6 +835,7 @@ def release_fosr(
     rng: np.random.Generator | None = None,
     tau_share: float = DEFAULT_TAU_SHARE,
     tau_range: tuple[float, float] | None = None,
+    zero_pairs: Sequence[tuple[int, int]] = (),
 ) -> FosrRelease:
     """Release differentially private FoSR coefficient curves (Python facade, MATH.md §7).
 
@@ -804,6 +864,9 @@ def release_fosr(
         tau_share: share of ``epsilon`` that buys ``tau_y="auto"`` (raised for small ``n``:
             :func:`fdpcore.noise.quantiles.choice_epsilon`).
         tau_range: the range of the candidate grid of ``tau_y="auto"``.
+        zero_pairs: design entries zero for every record by the public encoding (:func:`one_hot_zero_pairs` of the
+            one-hot blocks' column indices, the intercept 0; only where every unit takes one level): ``T1~`` is set
+            to 0 there after the noise (:func:`plan_fosr_release`).
 
     Privacy assumptions: grid, kernel, radii (or the public range and share of ``tau_y="auto"``), ``gamma``,
     ``(eta, psi)``, the floor and ``n`` are public; one row per privacy unit; replace-one adjacency.
@@ -831,7 +894,7 @@ def release_fosr(
     def plan_at(radius: float, choices: tuple[PublicChoice, ...]) -> FosrPlan:  # public inputs only
         return plan_fosr_release(grid, kernel, n=n, n_covariates=q, intercept=intercept, bound=bound, tau_y=radius,
                                  epsilon=epsilon, gamma=gamma, eta=eta, psi=psi, floor=floor, secure=secure,
-                                 public_choices=choices)
+                                 public_choices=choices, zero_pairs=zero_pairs)
 
     def unit_noise(choices: tuple[PublicChoice, ...]) -> tuple[float, float | None]:
         unit = plan_at(1.0, choices)

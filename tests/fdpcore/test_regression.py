@@ -246,3 +246,69 @@ def test_one_hot_worst_case_over_every_pair_of_levels(n_levels: int) -> None:
     assert worst2 <= plan.delta2 * (1 + 1e-9)
     # the one-hot record's l1 norm is at most 2 (intercept + one indicator), below sup ||x||_1 = 1 + sqrt(p - 1):
     assert worst2 == pytest.approx(plan.delta2 * 2.0 / (1.0 + math.sqrt(q)), rel=1e-9)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n_levels=st.integers(3, 6), numeric=st.booleans(), small_bound=st.booleans())
+def test_structural_zeros_of_one_hot_blocks_are_zero_in_every_dataset_and_exact_in_the_release(
+        seed: int, n_levels: int, numeric: bool, small_bound: bool) -> None:
+    """postprocess.fosr.structural_zeros@1: two indicators of one one-hot covariate are never both non-zero, before or
+    after the record-wise clipping of the covariates (which scales a row), so T1's entry of the pair is 0 on every
+    dataset; the release sets T1~ to 0 there after the noise (post-processing with public knowledge) and leaves the
+    other entries, the noise scale and the cost as they were."""
+    from fdpcore.summaries.fosr import one_hot_zero_pairs, zero_structural
+
+    rng = np.random.default_rng(seed)
+    q = n_levels - 1 + int(numeric)
+    n = 40
+    bound = 0.6 if small_bound else math.sqrt(1.0 + (4.0 if numeric else 0.0))  # 0.6: every non-reference row clipped
+    z = _one_hot(rng.integers(0, n_levels, size=n), n_levels)
+    if numeric:
+        z = np.hstack([z, rng.uniform(-2, 2, size=(n, 1))])
+    pairs = one_hot_zero_pairs([list(range(1, n_levels))])  # the indicators' design columns (intercept 0)
+    assert len(pairs) == (n_levels - 1) * (n_levels - 2) // 2
+    y, _ = clip_l2(rng.normal(size=(n, GRID.size)), GRID.weights, 0.8)
+    t1, _ = fosr_moments(design_matrix(clip_covariates(z, bound)[0], intercept=True), y)
+    for j, k in pairs:
+        assert t1[j, k] == 0.0 and t1[k, j] == 0.0
+    plain = _plan(n=n, q=q, intercept=True, bound=bound)
+    zeroed = _plan(n=n, q=q, intercept=True, bound=bound, zero_pairs=pairs)
+    assert (zeroed.calibration1.scale, zeroed.epsilon1, zeroed.delta1) == (plain.calibration1.scale, plain.epsilon1,
+                                                                           plain.delta1)
+    assert "postprocess.fosr.structural_zeros@1" in zeroed.formulas
+    assert "postprocess.fosr.structural_zeros@1" not in plain.formulas
+    z1, z2 = summarise_fosr(clip_covariates(z, bound)[0], y, zeroed)
+    _, a, _ = draw_fosr_release(zeroed, z1, z2, draws=3, rng=np.random.default_rng(seed))
+    _, b, _ = draw_fosr_release(plain, z1, z2, draws=3, rng=np.random.default_rng(seed))
+    assert np.array_equal(a, zero_structural(b, pairs))  # the same noise, then exactly 0 at the pairs
+    for j, k in pairs:
+        assert np.all(a[:, j, k] == 0.0) and np.all(b[:, j, k] != 0.0)
+
+
+def test_structural_zeros_lower_the_coefficient_error_and_bad_pairs_are_refused() -> None:
+    """The zeros remove T1~'s noise where T1 is known to be 0: with the same noise draws (paired), the coefficient
+    curves' mean squared error against the non-private OLS curves falls (a four-level design with rare levels, 400
+    draws; measured 0.552 -> 0.529). A pair with the intercept, on the diagonal or outside the design is refused."""
+    from fdpcore.summaries.fosr import one_hot_zero_pairs
+
+    rng = np.random.default_rng(11)
+    n, n_levels = 400, 4
+    z = _one_hot(rng.choice(n_levels, size=n, p=[0.7, 0.12, 0.1, 0.08]), n_levels)
+    x = design_matrix(z, intercept=True)
+    beta = np.vstack([np.sin(np.pi * GRID.grid_points)] + [0.3 * (k + 1) * np.cos(np.pi * k * GRID.grid_points)
+                                                           for k in range(n_levels - 1)])
+    y, _ = clip_l2(x @ beta + 0.1 * rng.normal(size=(n, GRID.size)), GRID.weights, 3.0)
+    ols = np.linalg.solve(x.T @ x, x.T @ y)
+    pairs = one_hot_zero_pairs([[1, 2, 3]])
+    errs = []
+    for zp in ((), pairs):
+        pl = plan_fosr_release(GRID, KERNEL, n=n, n_covariates=3, intercept=True, bound=1.0, tau_y=3.0, epsilon=1.0,
+                               secure=False, zero_pairs=zp)
+        z1, z2 = summarise_fosr(z, y, pl)
+        coef, _, _ = draw_fosr_release(pl, z1, z2, draws=400, rng=np.random.default_rng(5))
+        errs.append(float(np.mean((coef - ols[None]) ** 2)))
+    assert errs[1] < 0.98 * errs[0]
+    for bad in ([(0, 1)], [(2, 2)], [(1, 4)], [(3, 1)]):
+        with pytest.raises(DomainError, match="zero_pairs"):
+            plan_fosr_release(GRID, KERNEL, n=n, n_covariates=3, intercept=True, bound=1.0, tau_y=3.0, epsilon=1.0,
+                              secure=False, zero_pairs=bad)

@@ -172,6 +172,18 @@ def test_one_hot_categorical_covariate_with_three_levels(engine: str, tmp_path: 
     assert m["sensitivity"]["T1"]["value"] == pytest.approx((2 * np.sqrt(q) * 1.5 + 4 * 1.5**2) / 93)
     cols = pq.read_table(out / "release.parquet").column_names
     assert {"beta_intercept", "beta_sex", "beta_group=b", "beta_group=c"} <= set(cols)
+    # with covariates_within_unit: average a unit may take a share of two levels: its indicators' product is noised
+    assert m["parameters"]["structural_zeros"] == [] and m["design_moments"][2][3] != 0.0
+    assert "postprocess.fosr.structural_zeros@1" not in m["formulas"]
+    # with error every unit takes one level: T1~ is 0 where the two indicators meet (postprocess.fosr.structural_zeros@1)
+    strict = tmp_path / "strict"
+    assert release(_config(tmp_path, data, covariates_within_unit="error", **overrides), strict,
+                   f"sqlite:///{tmp_path / 'strict.sqlite'}", "oh-strict") == 0
+    s = json.loads((strict / "manifest.json").read_text())
+    assert s["parameters"]["structural_zeros"] == [[2, 3]]
+    assert s["design_moments"][2][3] == s["design_moments"][3][2] == 0.0 and s["design_moments"][1][2] != 0.0
+    assert "postprocess.fosr.structural_zeros@1" in s["formulas"] and "set to 0" in s["noise"]["T1"]
+    assert s["budget_splits"] == m["budget_splits"] and s["noise"]["whitened_scale_T1"] == m["noise"]["whitened_scale_T1"]
     bad = tmp_path / "growth_bad.parquet"
     df.assign(group=df["child_id"].map({**group, ids[0]: "d"})).to_parquet(bad, index=False)
     assert release(_config(tmp_path, bad, **overrides), tmp_path / "bad", f"sqlite:///{tmp_path / 'l.sqlite'}", "bad") == 2

@@ -217,6 +217,7 @@ def test_init_writes_one_hot_covariates_from_public_levels_that_plan_and_release
     assert (season.encoding, season.levels, season.reference) == ("one_hot", ["winter", "spring", "summer", "autumn"],
                                                                   "winter")
     assert config.covariate_bound == 1.0 and config.n_design_columns == 3
+    assert config.covariates_within_unit == "error"  # one level per unit: the indicators' products are exactly 0
     ledger = f"sqlite:///{tmp_path / 'l.sqlite'}"
     assert main(["plan", str(cfg), "--json", "--epsilon", "1", "--ledger", ledger]) == 0
     assert json.loads(capsys.readouterr().out)["n"] == 40
@@ -236,7 +237,8 @@ def test_init_writes_one_hot_covariates_from_public_levels_that_plan_and_release
     assert "numeric covariate(s) ['rain_mm'] have no a-priori bound" in err and "--levels COL=L1,L2" in err
     assert main(["init", str(data), *WEATHER, *mixed, "--covariate-bound", "6", "--out", str(tmp_path / "m.yaml")]) == 0
     m = (tmp_path / "m.yaml").read_text()
-    assert "  - name: rain_mm\nintercept: true\ncovariate_bound: 6.0   # PUBLIC: Euclidean bound" in m
+    assert "  - name: rain_mm\ncovariates_within_unit: error   # a unit's covariate" in m
+    assert "\nintercept: true\ncovariate_bound: 6.0   # PUBLIC: Euclidean bound" in m
     assert [c.encoding for c in load_config(tmp_path / "m.yaml").covariates] == ["one_hot", "one_hot", None]
 
 
