@@ -49,7 +49,6 @@ from pydantic import ValidationError
 
 from fdpcore.errors import ConfigError, FdpError, LedgerError
 from fdpcore.ledger import DatasetBudget, Ledger, default_ledger_url
-from fdpcore.noise.quantiles import BOUND_PAYS_FORMULA
 
 __all__ = ["LADDER", "check_release_plan", "epsilon_ladder", "plan_report", "print_plan", "release_warnings"]
 
@@ -424,12 +423,9 @@ def print_plan(report: dict[str, Any]) -> None:
         for r in report["rows"]:
             for b in r.get("bought") or ():
                 if b["a_priori"] and b["name"] == "tau":
-                    by_reason.setdefault(b["formula"], []).append(r["epsilon"])
-        why = "; ".join(("with the mean's size stated, buying it could not pay for its split (a draw one dither width "
-                         "above the lowest candidate would not beat the upper end with the whole epsilon: "
-                         "tuning.tau.bound_pays@1)" if f == BOUND_PAYS_FORMULA else "n * epsilon is too small to buy it")
-                        + (f" (at {', '.join(f'{e:g}' for e in eps)})" if len(by_reason) > 1 else "")
-                        for f, eps in by_reason.items())
+                    by_reason.setdefault(b["a_priori_reason"], []).append(r["epsilon"])
+        why = "; ".join(reason + (f" (at {', '.join(f'{e:g}' for e in eps)})" if len(by_reason) > 1 else "")
+                        for reason, eps in by_reason.items())
         follows = bool(report.get("tuning_follows_tau"))
         print(f"  tau at epsilon {', '.join(f'{e:g}' for e in fixed)}: {why}, so it is the public upper end of "
               f"tau_range, {hi:g} (a priori, nothing charged for it)"

@@ -995,7 +995,8 @@ def accuracy(config: Any, plan: Any, n: int, *, band: bool = True) -> Accuracy:
         tuning=_tuning(config, plan), note=note, relative_note=_relative_text(config),
         budget_splits=[dict(x) for x in plan.budget_splits] if hasattr(plan, "budget_splits") else None,
         bought=[{"name": c.name, "epsilon": c.epsilon, "quantile_level": c.alpha, "candidates": [c.candidates[0],
-                 c.candidates[-1]], "formula": c.formula_id, "a_priori": c.a_priori}
+                 c.candidates[-1]], "formula": c.formula_id, "a_priori": c.a_priori,
+                 "a_priori_reason": getattr(c, "a_priori_reason", None) if c.a_priori else None}
                 for c in getattr(plan, "public_choices", ())] or None,
         expected_energy_shortfall=shortfall, resolution=resolution(config, plan),
     )

@@ -137,8 +137,8 @@ class PublicChoice:
     def a_priori_reason(self) -> str:
         """Why an a-priori choice bought nothing, as the plan, manifest and guarantee say it (public)."""
         if self.formula_id == BOUND_PAYS_FORMULA:
-            return ("with the mean's size stated, buying it could not pay for its split even at the lowest tau worth "
-                    "buying (tuning.tau.bound_pays@1)")
+            return ("with the mean's size stated, buying it could not pay for its split: a draw one dither width above "
+                    "the lowest candidate would not beat the upper end with the whole epsilon (tuning.tau.bound_pays@1)")
         return "n * epsilon is too small to buy it"
 
     def record(self, **fields: object) -> dict[str, object]:
