@@ -1466,7 +1466,14 @@ def _audit_list(ledger: Ledger, as_json: bool) -> int:
          "charge_kind": r.charge_kind}
         for r in ledger.releases()
     ]
-    for e in ledger.audit_events():
+    events = ledger.audit_events()
+    first_seq: dict[str, int] = {}  # a release's place in the chain: its first event (trial Z: by time alone a release
+    for e in events:                # created in the same transaction as its dataset sorted before the dataset)
+        if e["release_id"] is not None:
+            first_seq.setdefault(e["release_id"], e["seq"])
+    for r in rows:
+        r["seq"] = first_seq.get(r["release_id"])
+    for e in events:
         if e["event"] in POLICY_EVENTS:
             x = _export_row(e)
             rows.append({"at": e["at"], "kind": "policy", "release_id": None, "dataset_id": e["dataset_id"],
@@ -1475,7 +1482,7 @@ def _audit_list(ledger: Ledger, as_json: bool) -> int:
                          "delta": None if x["delta"] is None else float(x["delta"]),
                          "state": ("self-signed" if e["event"] == "audit.key_registered" else "signed")
                          if x["signed_by"] else "unsigned", "operator": e["actor"], "git_sha": None, "seq": e["seq"]})
-    rows.sort(key=lambda r: (r["at"], r["kind"] == "release"))
+    rows.sort(key=lambda r: (r["seq"] is None, r["seq"] or 0, r["at"]))  # chain order; a release without events last
     if as_json:
         print(json.dumps(rows, indent=2))
         return EXIT_OK

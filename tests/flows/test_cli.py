@@ -137,6 +137,22 @@ def test_audit_verify_passes_on_an_intact_ledger(tmp_path: Path, capsys: pytest.
     assert capsys.readouterr().out.splitlines()[0].startswith("seq,at,actor")
 
 
+def test_audit_list_follows_the_chain_when_a_release_was_stamped_before_its_dataset(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Trial Z (L3): a first release is created in the transaction that creates its dataset and its row's timestamp
+    can precede the dataset.created entry's; the list follows the hash chain's order, not the clock's."""
+    import sqlite3
+
+    url = f"sqlite:///{tmp_path / 'l.sqlite'}"
+    _ledger_with_history(url)
+    with sqlite3.connect(tmp_path / "l.sqlite") as conn:  # the row's stamp a moment before every chain entry
+        conn.execute("UPDATE fdp_releases SET created_at = '2000-01-01T00:00:00.000000+00:00' WHERE release_id = 'r1'")
+    assert main(["audit", "list", "--json", "--ledger", url]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["release_id"] or r["summary"] for r in rows] == ["dataset.created", "r1", "r2"]
+    assert [r["seq"] for r in rows] == sorted(r["seq"] for r in rows)
+
+
 def test_audit_list_and_export_give_an_auditors_columns(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     import fdpcore.ledger._store as ledger_store
