@@ -550,7 +550,7 @@ def low_level_text(summary: str, level: float | Sequence[float], target: str, *,
     >>> print(low_level_text("mean", 0.5, "the public reference curve"))  # doctest: +NORMALIZE_WHITESPACE
     tau is a DP estimate aimed at the 0.5 quantile of the record norms: about 50% of the records are expected to have
     been above it and shrunk to it, but a DP draw can land away from its target — at small n * epsilon occasionally
-    below every record, so that all of them were shrunk (1.1% of draws in a trial at n = 72, epsilon 1); clipping
+    below every record, so that all of them were shrunk; clipping
     shortens each shrunk record's deviation from the public reference curve, the largest the most, so the release is
     biased in a direction set by the data — not necessarily towards that centre: on skewed data (a few large records
     shrunk hard) the mean can end up on the other side of it; the error can be several times the figure
@@ -571,8 +571,8 @@ def low_level_text(summary: str, level: float | Sequence[float], target: str, *,
     quantiles, above = ", ".join(f"{v:.3g}" for v in levels), ", ".join(f"{1 - v:.0%}" for v in levels)
     return (f"tau {'will be' if planned else 'is'} a DP estimate aimed at the {quantiles} quantile of the record norms: "
             f"about {above} of the records {expected}, but a DP draw can land away from its target — at small "
-            f"n * epsilon occasionally below every record, so that all of them {'are' if planned else 'were'} shrunk "
-            f"(1.1% of draws in a trial at n = 72, epsilon 1); {effect}"
+            f"n * epsilon occasionally below every record, so that all of them {'are' if planned else 'were'} "
+            f"shrunk; {effect}"
             + ("" if summary == "fpca" else "; the error can be several times the "
                + ("expected L2 error `fdp plan` states" if planned else "figure")))
 
