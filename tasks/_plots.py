@@ -300,10 +300,12 @@ def _finish(plt: Any, fig: Any, titles: list[Any], *, legend_ax: Any = None, lab
     wrappable = [*titles, *(label for ax in fig.axes for label in (ax.xaxis.label, ax.yaxis.label))]
     texts = {id(a): a.get_text() for a in wrappable}
     widths = {id(a): max(len(line) for line in a.get_text().split("\n")) for a in wrappable}
+    owners = {id(ax.yaxis.label): ax for ax in fig.axes}  # a y label longer than its panel is tall is wrapped too
     fig.tight_layout()
     renderer = fig.canvas.get_renderer()
     for _ in range(12):  # each round narrows every text still outside by 15 %
-        outside = [a for a in wrappable if a.get_text() and widths[id(a)] > 16 and _overflows(fig, a, renderer)]
+        outside = [a for a in wrappable if a.get_text() and widths[id(a)] > 16
+                   and (_overflows(fig, a, renderer) or _taller_than(owners.get(id(a)), a, renderer))]
         if not outside:
             break
         for artist in outside:
@@ -314,6 +316,14 @@ def _finish(plt: Any, fig: Any, titles: list[Any], *, legend_ax: Any = None, lab
     fig.savefig(sink, format="png", metadata=metadata)
     plt.close(fig)
     return bytes(sink.getvalue())
+
+
+def _taller_than(ax: Any, label: Any, renderer: Any) -> bool:
+    """Whether a y label reaches above or below its panel (trial Z: a FoSR label ran up into the title; 1 px tolerance)."""
+    if ax is None:
+        return False
+    box, extent = ax.get_window_extent(renderer), label.get_window_extent(renderer)
+    return bool(extent.y0 < box.y0 - 1 or extent.y1 > box.y1 + 1)
 
 
 def _overflows(fig: Any, artist: Any, renderer: Any) -> bool:

@@ -203,3 +203,19 @@ def test_the_plan_plots_y_axis_names_the_value_column_and_its_units() -> None:
     assert "y: emp squared (source units squared)" in labels_of(
         error_vs_epsilon_png({**_auto_plan_report(0.5, "covariance"), "value_column": "emp"}))
     assert "y: source units" in labels_of(error_vs_epsilon_png(_auto_plan_report()))  # a report without the column
+
+
+def test_a_panel_plots_long_y_label_is_wrapped_to_its_panels_height(figures: list[Any]) -> None:
+    """Trial Z (L4): a FoSR plot of three coefficients with the y label 'wage: intercept in source units, others per
+    covariate unit' ran above its panel into the title; the label is wrapped until it fits beside the panel."""
+    label = "wage: intercept in source units, others per covariate unit"
+    coefficients_png(T, {f"c{i}": np.sin(T + i) for i in range(3)}, {f"c{i}": _band(np.sin(T + i)) for i in range(3)},
+                     xlabel="year", ylabel=label, title="t", subtitle="s")
+    (fig,) = figures
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    ax = fig.axes[0]
+    box, extent = ax.get_window_extent(renderer), ax.yaxis.label.get_window_extent(renderer)
+    assert box.y0 - 1 <= extent.y0 and extent.y1 <= box.y1 + 1
+    assert " ".join(ax.get_ylabel().split()) == label  # wrapped, not cut
+    assert texts_outside(fig) == []
