@@ -278,7 +278,7 @@ def plan_report(config_path: str | Path, epsilons: list[float] | None, ledger_ur
         "value_scale": getattr(ds, "value_scale", None), "value_offset": getattr(ds, "value_offset", None),
         "tau": getattr(getattr(config, "clipping", None), "tau", None),
         "tuning_follows_tau": tuning_follows_tau(config),
-        "centred_on_reference": config.summary == "mean" and getattr(config, "centering", None) is not None,
+        "centred_on_reference": config.summary in ("mean", "fosr") and getattr(config, "centering", None) is not None,
         "budget": budget, "rows": rows, "warnings": warnings, "assumptions": assumptions,
         "zero_records": None if zero is None else zero.as_dict(),
         "out_of_scale": None if outside is None else outside.as_dict(),
@@ -366,10 +366,11 @@ def print_plan(report: dict[str, Any]) -> None:
         print(f"  with bias: sqrt(E L2 error^2 + smoothing bias^2) for {target} (the risk_prior assumption; the real "
               "bias depends on the unknown data, and clipping below the largest record adds its own): what the tuning "
               "minimises, so it falls as epsilon grows even where the noise alone does not"
-              + ("; an average over time: a mean that trends away from value_offset is pulled towards it most at the "
-                 "ends of time_domain, several times this figure there (centring on a public reference curve, even a "
-                 "straight line through two public figures, removes it: docs/summaries/mean.md)"
-                 if report["summary"] == "mean" and not report.get("centred_on_reference") else ""))
+              + ("; an average over time: a " + ("mean" if report["summary"] == "mean" else "coefficient curve (the "
+                 "intercept most)") + " that trends away from value_offset is pulled towards it most at the ends of "
+                 "time_domain, several times this figure there (centring on a public reference curve, even a straight "
+                 "line through two public figures, removes it: docs/summaries/mean.md)"
+                 if report["summary"] in ("mean", "fosr") and not report.get("centred_on_reference") else ""))
     resolved = [(r["epsilon"], r["resolution"]) for r in report["rows"] if r.get("resolution") is not None]
     if resolved and fpca:
         unit = report.get("time_column") or "time"
