@@ -518,6 +518,9 @@ def bound_pays(epsilon: float, epsilon_tau: float, tau_range: tuple[float, float
 def a_priori_tau_choice(tau_range: tuple[float, float], formula: str = "tuning.tau.a_priori_fallback@2") -> PublicChoice:
     """``tau: auto`` when ``n * epsilon`` is too small for its DP quantile: the range's upper end (``tuning.tau.a_priori_fallback@2``).
 
+    ``formula``: why nothing is bought — the default, or :data:`BOUND_PAYS_FORMULA` where a mean of stated size could
+    not gain from buying (:func:`bound_pays`); the value, the zero split and the manifest record are the same.
+
     The upper end of the public search range is the a-priori bound of a rescaled record (values in
     ``[-1, 1]``: ``sqrt(|T|)``), so clipping to it is what a user without budget for the quantile would
     choose. The choice depends on ``n``, ``epsilon`` and the range only (public), reads no data and
