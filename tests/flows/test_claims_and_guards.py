@@ -122,6 +122,8 @@ PARAMETER_KEYS = {
     "tuning.signal_fraction_formula", "value_offset",
     # FoSR: post-processing of the released design moments (tuning.fosr.t2_given_t1@1, postprocess.fosr.safe_inverse@1)
     "safe_inverse_pass_through", "safe_inverse_pass_through_note", "tuning.t2_amplification", "tuning.note",
+    # FoSR: the design entries the public one-hot encoding makes zero (postprocess.fosr.structural_zeros@1)
+    "structural_zeros",
     "value_scale",
     "value_units", "whitened_dimension",
 }
