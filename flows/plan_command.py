@@ -410,21 +410,19 @@ def print_plan(report: dict[str, Any]) -> None:
               "tau it releases is below " + ", ".join(f"{t:.3g} at epsilon {e:g}" for e, t in even)
               + " (by the error above: 'with bias' where shown; clipping below the largest norm adds its own bias; "
               "a tight a-priori bound puts the records' norms near the upper end, and then a fixed tau is better)")
-    fixed = [r["epsilon"] for r in report["rows"]
-             if any(b["a_priori"] and b["name"] == "tau" for b in r.get("bought") or ())]
+    a_priori_tau = [(r["epsilon"], b) for r in report["rows"] for b in r.get("bought") or ()
+                    if b["a_priori"] and b["name"] == "tau"]  # (epsilon, the choice) where tau was not bought
+    fixed = [e for e, _ in a_priori_tau]
     free = [r["epsilon"] for r in report["rows"]
             if any(b["a_priori"] and b["name"] == "bandwidth" for b in r.get("bought") or ())]
     if free:
         print(f"  bandwidth at epsilon {', '.join(f'{e:g}' for e in free)}: n * epsilon is too small to buy it, so it "
               "is the public normal_reference rule (nothing charged for it)")
     if fixed:
-        hi = next(b["candidates"][-1] for r in report["rows"] for b in r.get("bought") or ()
-                  if b["a_priori"] and b["name"] == "tau")
+        hi = a_priori_tau[0][1]["candidates"][-1]
         by_reason: dict[str, list[float]] = {}
-        for r in report["rows"]:
-            for b in r.get("bought") or ():
-                if b["a_priori"] and b["name"] == "tau":
-                    by_reason.setdefault(b["a_priori_reason"], []).append(r["epsilon"])
+        for e, b in a_priori_tau:
+            by_reason.setdefault(b["a_priori_reason"], []).append(e)
         why = "; ".join(reason + (f" (at {', '.join(f'{e:g}' for e in eps)})" if len(by_reason) > 1 else "")
                         for reason, eps in by_reason.items())
         follows = bool(report.get("tuning_follows_tau"))

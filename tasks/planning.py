@@ -269,13 +269,13 @@ def fosr_zero_pairs(config: Any) -> tuple[tuple[int, int], ...]:
     """
     if config.covariates_within_unit != "error":
         return ()
-    blocks: dict[str, list[int]] = {}
-    first = 1 if config.intercept else 0
-    for k, (_, column, enc) in enumerate(config.design_columns()):
-        spec = next(c for c in config.covariates if c.name == column)
-        if spec.encoding == "one_hot" and isinstance(enc, dict):
-            blocks.setdefault(column, []).append(first + k)
-    return one_hot_zero_pairs(list(blocks.values()))
+    blocks, first = [], 1 if config.intercept else 0
+    for c in config.covariates:  # design order: each covariate's columns in turn
+        width = len(c.design_columns())
+        if c.encoding == "one_hot":
+            blocks.append(list(range(first, first + width)))
+        first += width
+    return one_hot_zero_pairs(blocks)
 
 
 def fosr_balanced_t1(config: Any) -> Any:

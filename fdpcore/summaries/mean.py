@@ -720,8 +720,8 @@ def auto_public_choices(
             e_tau = tau_epsilon(n, epsilon, tau_share, len(tau_candidates(*tau_range)))
         except PrivacyParameterError:  # n * epsilon too small for a DP quantile: the public upper end, for free
             return (*choices, a_priori_tau_choice(tau_range))
-        left = epsilon - sum(c.epsilon for c in choices)
-        if plan_kwargs.get("signal_rms") is not None and bound_pays(left, e_tau, tau_range):
+        if plan_kwargs.get("signal_rms") is not None and bound_pays(epsilon_after_choices(epsilon, tuple(choices)),
+                                                                    e_tau, tau_range):
             return (*choices, a_priori_tau_choice(tau_range, BOUND_PAYS_FORMULA))
         provisional = tau_choice(n, e_tau, 1.0, tau_range)
         unit = plan_mean_release(grid, kernel, n=n, tau=1.0, epsilon=epsilon, secure=False,
